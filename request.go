@@ -1,0 +1,287 @@
+// Package runnel holds the domain vocabulary of the runnel agent runner: the
+// run request a platform posts, the conversation it carries, the events a run
+// streams and the result it ends with. It imports only the standard library;
+// every subpackage adapts one technology and speaks in these types.
+//
+// A run in one picture:
+//
+//	req := &runnel.RunRequest{Model: "openai/gpt-5", Messages: []runnel.Message{runnel.UserText("hi")}}
+//	res := runner.Run(ctx, req, runnel.SinkFunc(func(e runnel.Event) { fmt.Println(e.Type) }))
+//	fmt.Println(res.Status, res.Output)
+package runnel
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// RunRequest is one stateless turn, as posted to POST /run (DESIGN §3.1).
+// Decoding is tolerant: unknown fields are ignored and field names match
+// case-insensitively, as encoding/json does.
+type RunRequest struct {
+	Harness            string            `json:"harness,omitempty"`
+	Model              string            `json:"model,omitempty"`
+	Provider           string            `json:"provider,omitempty"`
+	Endpoint           *Endpoint         `json:"endpoint,omitempty"`
+	Secrets            map[string]string `json:"secrets,omitempty"`
+	Messages           []Message         `json:"messages,omitempty"`
+	SystemPrompt       string            `json:"systemPrompt,omitempty"`
+	AppendSystemPrompt string            `json:"appendSystemPrompt,omitempty"`
+	AgentsMd           string            `json:"agentsMd,omitempty"`
+	// Tools lists the builtin grants. Nil (absent) and empty ([]) differ:
+	// absent grants the default set, [] grants none.
+	Tools        []string      `json:"tools"`
+	CustomTools  []ToolSpec    `json:"customTools,omitempty"`
+	McpServers   []McpServer   `json:"mcpServers,omitempty"`
+	ToolCallback *ToolCallback `json:"toolCallback,omitempty"`
+	// Permissions is kept raw because a present-but-malformed value must
+	// fail toward "ask" (DESIGN §5.1), which a strict decode would lose.
+	Permissions       json.RawMessage    `json:"permissions,omitempty"`
+	Sandbox           string             `json:"sandbox,omitempty"`
+	SandboxPermission *SandboxPermission `json:"sandboxPermission,omitempty"`
+	Skills            []Skill            `json:"skills,omitempty"`
+	HarnessFiles      []File             `json:"harnessFiles,omitempty"`
+	CodeMode          *CodeMode          `json:"codeMode,omitempty"`
+	Limits            *Limits            `json:"limits,omitempty"`
+	SessionID         string             `json:"sessionId,omitempty"`
+	TurnID            string             `json:"turnId,omitempty"`
+	ProjectID         string             `json:"projectId,omitempty"`
+	Context           *TraceContext      `json:"context,omitempty"`
+	Telemetry         json.RawMessage    `json:"telemetry,omitempty"`
+	RunContext        json.RawMessage    `json:"runContext,omitempty"`
+}
+
+// Endpoint overrides where the provider is reached.
+type Endpoint struct {
+	BaseURL    string            `json:"baseUrl,omitempty"`
+	APIVersion string            `json:"apiVersion,omitempty"`
+	Headers    map[string]string `json:"headers,omitempty"`
+}
+
+// ToolCallback is where callback tools are executed (DESIGN §4.2).
+type ToolCallback struct {
+	Endpoint      string `json:"endpoint"`
+	Authorization string `json:"authorization,omitempty"`
+}
+
+// Limits tightens the server's limits for one run; it never loosens them.
+type Limits struct {
+	MaxSteps       int   `json:"maxSteps,omitempty"`
+	TotalTimeoutMs int64 `json:"totalTimeoutMs,omitempty"`
+	IdleTimeoutMs  int64 `json:"idleTimeoutMs,omitempty"`
+}
+
+// CodeMode switches on the list_mcp_tools / run_mcp_script tools (DESIGN §4.7).
+type CodeMode struct {
+	Enabled   bool  `json:"enabled,omitempty"`
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
+}
+
+// TraceContext carries W3C trace propagation headers.
+type TraceContext struct {
+	Propagation *struct {
+		Traceparent string `json:"traceparent,omitempty"`
+		Baggage     string `json:"baggage,omitempty"`
+	} `json:"propagation,omitempty"`
+}
+
+// SandboxPermission declares the boundaries a run asks for (DESIGN §6).
+type SandboxPermission struct {
+	Network     *NetworkPolicy `json:"network,omitempty"`
+	Filesystem  string         `json:"filesystem,omitempty"`
+	Enforcement string         `json:"enforcement,omitempty"`
+}
+
+// NetworkPolicy is the network part of a SandboxPermission.
+type NetworkPolicy struct {
+	Mode      string   `json:"mode,omitempty"`
+	Allowlist []string `json:"allowlist,omitempty"`
+}
+
+// File is written into the run's workspace before the run starts.
+type File struct {
+	Path       string `json:"path"`
+	Content    string `json:"content"`
+	Executable bool   `json:"executable,omitempty"`
+}
+
+// Skill is either a plain file ({path, content}) or a named skill with a
+// body and files of its own, as platform catalogs send it.
+type Skill struct {
+	Name        string `json:"name,omitempty"`
+	Description string `json:"description,omitempty"`
+	Body        string `json:"body,omitempty"`
+	Files       []File `json:"files,omitempty"`
+	File
+}
+
+// McpServer is a user MCP server (DESIGN §4.6). Both the nested shape
+// ({name, connection, policy}) and the older flat shape ({name, transport,
+// url, headers, command, args}) decode into it.
+type McpServer struct {
+	Name       string         `json:"name"`
+	Connection *McpConnection `json:"connection,omitempty"`
+	Policy     *McpPolicy     `json:"policy,omitempty"`
+
+	// The flat shape.
+	Transport string            `json:"transport,omitempty"`
+	URL       string            `json:"url,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	Command   string            `json:"command,omitempty"`
+	Args      []string          `json:"args,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+}
+
+// McpConnection says how an MCP server is reached.
+type McpConnection struct {
+	Type    string            `json:"type,omitempty"`
+	URL     string            `json:"url,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Command string            `json:"command,omitempty"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+}
+
+// McpPolicy filters a server's tools and sets its permission.
+type McpPolicy struct {
+	Tools *struct {
+		Mode  string   `json:"mode,omitempty"`
+		Names []string `json:"names,omitempty"`
+	} `json:"tools,omitempty"`
+	Permission string `json:"permission,omitempty"`
+}
+
+// Role is who said a message.
+type Role string
+
+// The roles of a conversation.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one turn of the conversation. On the wire its content is a
+// string or an array of blocks; in Go it is always blocks.
+type Message struct {
+	Role    Role    `json:"role"`
+	Content []Block `json:"content"`
+}
+
+// UserText is a user message holding one text block.
+func UserText(text string) Message {
+	return Message{Role: RoleUser, Content: []Block{{Type: BlockText, Text: text}}}
+}
+
+// Text joins the message's text blocks.
+func (m Message) Text() string {
+	var b bytes.Buffer
+	for _, bl := range m.Content {
+		if bl.Type == BlockText {
+			b.WriteString(bl.Text)
+		}
+	}
+	return b.String()
+}
+
+// UnmarshalJSON accepts content as a string, null, or an array whose items
+// are blocks or bare strings.
+func (m *Message) UnmarshalJSON(data []byte) error {
+	var raw struct {
+		Role    Role            `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	m.Role, m.Content = raw.Role, nil
+	c := bytes.TrimSpace(raw.Content)
+	switch {
+	case len(c) == 0 || bytes.Equal(c, []byte("null")):
+	case c[0] == '"':
+		var s string
+		if err := json.Unmarshal(c, &s); err != nil {
+			return err
+		}
+		m.Content = []Block{{Type: BlockText, Text: s}}
+	case c[0] == '[':
+		var items []json.RawMessage
+		if err := json.Unmarshal(c, &items); err != nil {
+			return err
+		}
+		for _, it := range items {
+			var b Block
+			if len(it) > 0 && it[0] == '"' {
+				var s string
+				if err := json.Unmarshal(it, &s); err != nil {
+					return err
+				}
+				b = Block{Type: BlockText, Text: s}
+			} else if err := json.Unmarshal(it, &b); err != nil {
+				return err
+			}
+			m.Content = append(m.Content, b)
+		}
+	default:
+		return fmt.Errorf("message content must be a string or an array of blocks")
+	}
+	return nil
+}
+
+// BlockType names what a Block holds.
+type BlockType string
+
+// The block types of DESIGN §3.1. BlockReasoning carries a model's visible
+// reasoning (and its provider signature) so it can be replayed.
+const (
+	BlockText       BlockType = "text"
+	BlockImage      BlockType = "image"
+	BlockResource   BlockType = "resource"
+	BlockToolCall   BlockType = "tool_call"
+	BlockToolResult BlockType = "tool_result"
+	BlockReasoning  BlockType = "reasoning"
+)
+
+// Result block kinds: the explicit discriminator of a tool_result block.
+const (
+	ResultKindApproval     = "approval"
+	ResultKindClientOutput = "client_output"
+)
+
+// Block is one piece of a message.
+type Block struct {
+	Type       BlockType       `json:"type"`
+	Text       string          `json:"text,omitempty"`
+	Data       string          `json:"data,omitempty"`
+	MimeType   string          `json:"mimeType,omitempty"`
+	URI        string          `json:"uri,omitempty"`
+	ToolCallID string          `json:"toolCallId,omitempty"`
+	ToolName   string          `json:"toolName,omitempty"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Output     json.RawMessage `json:"output,omitempty"`
+	IsError    bool            `json:"isError,omitempty"`
+	Kind       string          `json:"kind,omitempty"`
+	// Signature is the provider's opaque proof on a reasoning block.
+	Signature string `json:"signature,omitempty"`
+}
+
+// OutputText is a tool result's output as the text a model reads: a JSON
+// string is unquoted, anything else is its JSON text.
+func (b Block) OutputText() string {
+	o := bytes.TrimSpace(b.Output)
+	if len(o) > 0 && o[0] == '"' {
+		var s string
+		if json.Unmarshal(o, &s) == nil {
+			return s
+		}
+	}
+	return string(o)
+}
+
+// TextOutput encodes s as a tool result output.
+func TextOutput(s string) json.RawMessage {
+	b, _ := json.Marshal(s) // a string always marshals
+	return b
+}

@@ -1,0 +1,45 @@
+// Package conformance locates the golden files every runnel implementation
+// must pass, kept in shared/conformance beside the repository (a clean clone
+// of runnel has ../shared next to it, in CI as on a developer's machine).
+//
+//	raw, err := conformance.Read("agenta/permission_decisions.json")
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Dir returns the shared/conformance directory beside the module root,
+// found by walking up from the working directory to go.mod.
+func Dir() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			c := filepath.Join(dir, "..", "shared", "conformance")
+			if _, err := os.Stat(c); err != nil {
+				return "", fmt.Errorf("conformance files not found at %s: clone shared/ beside the repository: %w", c, err)
+			}
+			return c, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Read returns the contents of a file under shared/conformance.
+func Read(name string) ([]byte, error) {
+	dir, err := Dir()
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
+}

@@ -1,0 +1,122 @@
+package native
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/runnel/runnel"
+)
+
+// dispatch gives every call of one step its verdict, in call order, then
+// either runs the executable ones (a bounded number at once) or, when any
+// call pauses, settles them as Deferred. It returns the result of each
+// settled call by index and the interactions of the paused ones. Results
+// are emitted in call order, whatever order the executions finish in, so a
+// stream reads the same way every time.
+func (s *state) dispatch(ctx context.Context, calls []runnel.Block) (map[int]ToolResult, []runnel.Interaction) {
+	verdicts := make([]Verdict, len(calls))
+	var interactions []runnel.Interaction
+	for i, c := range calls {
+		verdicts[i] = s.verdict(ctx, c)
+		if it := verdicts[i].pause; it != nil {
+			interactions = append(interactions, *it)
+		}
+	}
+	results := make(map[int]ToolResult, len(calls))
+	if len(interactions) > 0 {
+		for i, v := range verdicts {
+			switch {
+			case v.pause != nil:
+				s.sink.Emit(runnel.Event{Type: runnel.EventInteractionRequest, Interaction: v.pause})
+			case v.run != nil:
+				results[i] = TextResult(Deferred, true)
+				s.emitResult(calls[i], results[i])
+			default:
+				results[i] = v.result
+				s.emitResult(calls[i], results[i])
+			}
+		}
+		return results, interactions
+	}
+	done, wait := s.execute(ctx, verdicts)
+	for i := range calls {
+		results[i] = <-done[i]
+		s.emitResult(calls[i], results[i])
+	}
+	wait()
+	return results, nil
+}
+
+// execute starts the executable verdicts, at most Parallel at once, and
+// returns one channel per call that yields its result, and a wait that
+// returns once every goroutine it started has ended.
+func (s *state) execute(ctx context.Context, verdicts []Verdict) ([]chan ToolResult, func()) {
+	parallel := s.turn.Parallel
+	if parallel <= 0 {
+		parallel = defaultParallel
+	}
+	slots := make(chan struct{}, parallel)
+	done := make([]chan ToolResult, len(verdicts))
+	var wg sync.WaitGroup
+	for i, v := range verdicts {
+		done[i] = make(chan ToolResult, 1)
+		if v.run == nil {
+			done[i] <- v.result
+			continue
+		}
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			done[i] <- runSafely(ctx, v.run)
+		})
+	}
+	return done, wg.Wait
+}
+
+// runSafely runs fn and turns a panic into a tool error: a broken tool must
+// not take the run down.
+func runSafely(ctx context.Context, fn ToolFunc) (r ToolResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			r = TextResult(fmt.Sprintf("Tool failed with an internal error: %v", p), true)
+		}
+	}()
+	return fn(ctx)
+}
+
+// verdict checks the call against the advertised tools before asking the
+// dispatcher: an unknown name or unusable arguments are answered to the
+// model, so it can correct itself, and never reach a tool.
+func (s *state) verdict(ctx context.Context, c runnel.Block) Verdict {
+	tool, ok := s.tools[c.ToolName]
+	if !ok {
+		return Answer(TextResult(s.unknownTool(c.ToolName), true))
+	}
+	input, problem := checkArgs(c.ToolName, c.Input, tool.Schema)
+	if problem != "" {
+		return Answer(TextResult(problem, true))
+	}
+	if s.turn.Dispatcher == nil {
+		return Answer(TextResult(fmt.Sprintf("Tool '%s' cannot be executed in this run.", c.ToolName), true))
+	}
+	return s.turn.Dispatcher.Dispatch(ctx, Call{ID: c.ToolCallID, Name: c.ToolName, Input: input})
+}
+
+func (s *state) unknownTool(name string) string {
+	if len(s.tools) == 0 {
+		return fmt.Sprintf("Tool '%s' is not available: this run has no tools. Answer without calling tools.", name)
+	}
+	names := make([]string, 0, len(s.tools))
+	for n := range s.tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return fmt.Sprintf("Tool '%s' is not available. Available tools: %s.", name, strings.Join(names, ", "))
+}
+
+func (s *state) emitResult(c runnel.Block, r ToolResult) {
+	s.sink.Emit(runnel.Event{Type: runnel.EventToolResult, ID: c.ToolCallID, Output: r.Output, IsError: r.IsError})
+}

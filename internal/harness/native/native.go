@@ -1,0 +1,141 @@
+// Package native is runnel's own agent loop: it calls a model, runs the
+// tool calls the model makes, feeds the results back, and repeats until the
+// model answers without calling a tool, a step limit is reached, or a tool
+// call must wait for someone outside the run (a pause).
+//
+// The loop knows nothing about HTTP or a vendor API. It talks to a Model
+// (one streaming method, which every provider adapter has) and to a
+// Dispatcher that decides what becomes of each tool call:
+//
+//	out, err := native.Run(ctx, &native.Turn{
+//		Model:      model,
+//		ModelID:    "gpt-5",
+//		System:     system,
+//		Messages:   history,
+//		Tools:      tools,
+//		Dispatcher: dispatcher,
+//	}, sink)
+//	fmt.Println(out.StopReason, out.Output)
+//
+// Events go to the sink as they happen (message and thought parts, tool
+// calls and results, per-step usage, done). A failure is returned as an
+// error with the partial Outcome; the caller reports it.
+package native
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+
+	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/provider"
+)
+
+// Model streams one model call. provider.Model satisfies it; the loop needs
+// nothing else of a provider.
+type Model interface {
+	Stream(ctx context.Context, req *provider.Request, emit func(provider.Chunk)) (*provider.Response, error)
+}
+
+// Call is one tool call the model made, with arguments already checked to
+// be a JSON object that has every required field.
+type Call struct {
+	ID    string
+	Name  string
+	Input json.RawMessage
+}
+
+// ToolResult is what the model reads back for one call.
+type ToolResult struct {
+	// Output is JSON; a tool that produces text returns a JSON string.
+	Output json.RawMessage
+	// IsError marks a failure the model should see and may correct.
+	IsError bool
+}
+
+// TextResult is a ToolResult holding text.
+func TextResult(text string, isError bool) ToolResult {
+	return ToolResult{Output: runnel.TextOutput(text), IsError: isError}
+}
+
+// ToolFunc executes one call. It must return when ctx is done. A failure is
+// a ToolResult with IsError, never a panic (a panic is caught and answered
+// as an internal tool error all the same).
+type ToolFunc func(ctx context.Context) ToolResult
+
+// Verdict is what becomes of one tool call: it is executed (Run), answered
+// without executing (Result, e.g. a denial or a stored output), or it
+// pauses the turn for a person or a browser (Pause).
+type Verdict struct {
+	run    ToolFunc
+	result ToolResult
+	pause  *runnel.Interaction
+}
+
+// Execute is the verdict of a call to run now.
+func Execute(fn ToolFunc) Verdict { return Verdict{run: fn} }
+
+// Answer is the verdict of a call answered without running anything.
+func Answer(r ToolResult) Verdict { return Verdict{result: r} }
+
+// Pause is the verdict of a call that must wait for the interaction. The
+// turn ends paused once every call of the step has its verdict; calls of
+// that step that would have run are settled with Deferred instead.
+func Pause(it runnel.Interaction) Verdict { return Verdict{pause: &it} }
+
+// Dispatcher decides the verdict of each call. Dispatch is called once per
+// call, in call order, from one goroutine; it must not have side effects a
+// pause would have to undo: those belong in the ToolFunc it returns.
+type Dispatcher interface {
+	Dispatch(ctx context.Context, call Call) Verdict
+}
+
+// DispatcherFunc adapts a function to a Dispatcher.
+type DispatcherFunc func(ctx context.Context, call Call) Verdict
+
+// Dispatch calls f(ctx, call).
+func (f DispatcherFunc) Dispatch(ctx context.Context, call Call) Verdict { return f(ctx, call) }
+
+// Deferred settles a call that was not executed because its step paused,
+// so the next turn never sees an unanswered call (DESIGN §5.3).
+const Deferred = "DEFERRED_NOT_EXECUTED: paused for another approval; retry the same call if still required."
+
+// Turn is everything one run of the loop needs.
+type Turn struct {
+	Model Model
+	// ModelID is the model id sent to the API, without provider prefix.
+	ModelID string
+	// System is the whole system prompt (see SystemPrompt).
+	System string
+	// Messages is the conversation so far, without system-role messages.
+	Messages []runnel.Message
+	// Tools are advertised to the model; a call to any other name is
+	// answered with a tool error.
+	Tools      []provider.Tool
+	Dispatcher Dispatcher
+	// MaxSteps caps model calls (default 50).
+	MaxSteps int
+	// MaxTokens caps one model answer (0: the adapter's default).
+	MaxTokens int
+	// Parallel caps the tool calls of one step that run at once (default 4).
+	Parallel int
+	// Logger receives debug logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Outcome is what a run of the loop added and how it ended.
+type Outcome struct {
+	// Messages are the assistant and tool messages this turn added.
+	Messages []runnel.Message
+	// Output is the last assistant text of the turn.
+	Output string
+	// Usage is the sum over every model call.
+	Usage runnel.Usage
+	// StopReason is runnel.StopEndTurn, StopMaxSteps or StopPaused (empty
+	// when the run failed).
+	StopReason string
+	// Steps counts model calls.
+	Steps int
+	// Interactions are what a paused turn waits for.
+	Interactions []runnel.Interaction
+}

@@ -1,0 +1,277 @@
+package run
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/harness/native"
+	"github.com/runnel/runnel/internal/provider"
+	"github.com/runnel/runnel/internal/redact"
+	"github.com/runnel/runnel/internal/tools"
+)
+
+// acpHarnesses are the ACP harness names a request may ask for (DESIGN
+// §3.1); none is installed in this build yet.
+func acpHarnesses() []string {
+	return []string{"claude", "codex", "gemini", "opencode", "pi", "pi_core", "pi_agenta"}
+}
+
+// plan is a request that passed every check, with what the run needs
+// resolved: nothing in it can be refused any more.
+type plan struct {
+	req      *runnel.RunRequest
+	model    *modelRef
+	prompt   native.Prompt
+	tools    *tools.Registry
+	advert   []provider.Tool
+	maxSteps int
+	total    time.Duration
+	idle     time.Duration
+	// notices tell the caller what the run accepted but does not act on.
+	notices []string
+	// runID names the run in logs and in an internal error's sentence.
+	runID string
+	// red removes the request's secrets from everything the run shows.
+	red *redact.Redactor
+	// log is the run's logger: run id, session, harness and model on every
+	// record, secrets redacted.
+	log *slog.Logger
+}
+
+// plan checks req and resolves it, or returns the *runnel.Error (code
+// invalid_request) for the first thing that cannot run. The order puts
+// what a caller most needs to hear first: a harness that is not there
+// makes every other field moot.
+func (m *Manager) plan(req *runnel.RunRequest) (*plan, error) {
+	if req == nil {
+		return nil, invalid("The request is empty.")
+	}
+	p := &plan{req: req, runID: newRunID(), red: redact.New(secretValues(req)...)}
+	p.log = slog.New(p.red.Handler(m.log.Handler())).With(
+		"run_id", p.runID, "session_id", req.SessionID, "harness", "native", "model", req.Model)
+	checks := []func(*plan) error{
+		checkHarness, checkMessages, checkSandbox, checkFiles, checkUnsupported, m.checkLimits,
+	}
+	for _, check := range checks {
+		if err := check(p); err != nil {
+			return nil, err
+		}
+	}
+	if err := m.planTools(p); err != nil {
+		return nil, err
+	}
+	ref, err := resolveModel(req)
+	if err != nil {
+		return nil, err
+	}
+	ref.cfg.HTTPClient = m.opts.HTTPClient
+	p.model = ref
+	p.prompt = native.BuildPrompt(req)
+	return p, nil
+}
+
+func invalid(format string, args ...any) *runnel.Error {
+	return runnel.Errorf(runnel.CodeInvalidRequest, format, args...)
+}
+
+func checkHarness(p *plan) error {
+	h := strings.ToLower(strings.TrimSpace(p.req.Harness))
+	switch {
+	case h == "" || h == "native":
+		return nil
+	case slices.Contains(acpHarnesses(), h):
+		return invalid(`Harness %q is not available: the ACP harnesses (claude, codex, gemini, opencode, pi and its aliases pi_core, pi_agenta) are not installed or configured in this build. Use harness "native".`, p.req.Harness)
+	}
+	return invalid(`Unknown harness %q; this build runs harness "native".`, p.req.Harness)
+}
+
+func checkMessages(p *plan) error {
+	if _, ok := native.LatestUserText(p.req.Messages); !ok {
+		return invalid("No user message to send (prompt/messages empty).")
+	}
+	return nil
+}
+
+// checkSandbox refuses every boundary the chosen sandbox cannot enforce
+// (DESIGN §6): a declared boundary is never silently accepted.
+func checkSandbox(p *plan) error {
+	switch strings.ToLower(strings.TrimSpace(p.req.Sandbox)) {
+	case "", "local":
+	case "isolated":
+		return invalid(`Sandbox "isolated" is not available in this build yet; use sandbox "local" (and no sandboxPermission restrictions).`)
+	default:
+		return invalid(`Unknown sandbox %q; use "local" or "isolated".`, p.req.Sandbox)
+	}
+	sp := p.req.SandboxPermission
+	if sp == nil {
+		return nil
+	}
+	switch sp.Enforcement {
+	case "", "strict", "best_effort":
+	default:
+		return invalid(`Unknown sandboxPermission.enforcement %q; use "strict" or "best_effort".`, sp.Enforcement)
+	}
+	if sp.Filesystem != "" {
+		return invalid(`Filesystem sandbox policy is not enforceable on the local sandbox; use sandbox "isolated", or remove sandboxPermission.filesystem.`)
+	}
+	if sp.Network != nil && sp.Network.Mode != "" && sp.Network.Mode != "on" {
+		return invalid(`Network sandbox policy is not enforceable on the local sandbox (runnel runs on this host with no egress control); use sandbox "isolated", or remove sandboxPermission.network.`)
+	}
+	return nil
+}
+
+// checkFiles refuses skill and harness file paths that would land outside
+// the workspace. Files of a named skill live under that skill's directory,
+// so the name must be one safe path segment too.
+func checkFiles(p *plan) error {
+	for _, f := range p.req.HarnessFiles {
+		if err := checkPath("harnessFiles", f.Path); err != nil {
+			return err
+		}
+	}
+	for _, s := range p.req.Skills {
+		if s.Path != "" || len(s.Files) == 0 && s.Name == "" {
+			if err := checkPath("skills", s.Path); err != nil {
+				return err
+			}
+		}
+		if s.Name != "" && (strings.ContainsAny(s.Name, `/\`) || s.Name == "." || s.Name == ".." || strings.ContainsRune(s.Name, 0)) {
+			return invalid("Skill name %q is not a single directory name; skill names may not contain '/' or be '.' or '..'.", s.Name)
+		}
+		for _, f := range s.Files {
+			if err := checkPath(fmt.Sprintf("skills[%s].files", s.Name), f.Path); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func checkPath(field, p string) error {
+	switch {
+	case strings.TrimSpace(p) == "":
+		return invalid("A %s entry has an empty path.", field)
+	case strings.ContainsRune(p, 0):
+		return invalid("The %s path %q contains a NUL byte.", field, p)
+	case path.IsAbs(p) || strings.HasPrefix(p, `\`) || len(p) > 1 && p[1] == ':':
+		return invalid("The %s path %q is absolute; paths must be relative to the workspace.", field, p)
+	}
+	clean := path.Clean(strings.ReplaceAll(p, `\`, "/"))
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return invalid("The %s path %q escapes the workspace; paths must stay inside it.", field, p)
+	}
+	return nil
+}
+
+// checkUnsupported refuses features this build does not have yet rather
+// than dropping them: a run that silently lost its MCP servers would
+// answer as if they had nothing to say.
+func checkUnsupported(p *plan) error {
+	if len(p.req.McpServers) > 0 {
+		return invalid("MCP servers are not supported by this runnel build yet; remove mcpServers to run without them.")
+	}
+	if p.req.CodeMode != nil && p.req.CodeMode.Enabled {
+		return invalid("Code mode is not supported by this runnel build yet; remove codeMode or set codeMode.enabled to false.")
+	}
+	return nil
+}
+
+// checkLimits applies the request's limits, which may only tighten the
+// server's.
+func (m *Manager) checkLimits(p *plan) error {
+	p.maxSteps, p.total, p.idle = m.opts.MaxSteps, m.opts.TotalTimeout, m.opts.IdleTimeout
+	l := p.req.Limits
+	if l == nil {
+		return nil
+	}
+	if l.MaxSteps < 0 || l.TotalTimeoutMs < 0 || l.IdleTimeoutMs < 0 {
+		return invalid("limits.maxSteps, limits.totalTimeoutMs and limits.idleTimeoutMs must not be negative.")
+	}
+	if l.MaxSteps > 0 {
+		p.maxSteps = min(p.maxSteps, l.MaxSteps)
+	}
+	if l.TotalTimeoutMs > 0 {
+		p.total = min(p.total, time.Duration(l.TotalTimeoutMs)*time.Millisecond)
+	}
+	if l.IdleTimeoutMs > 0 {
+		p.idle = min(p.idle, time.Duration(l.IdleTimeoutMs)*time.Millisecond)
+	}
+	return nil
+}
+
+// planTools builds the tool registry and what the model is offered.
+func (m *Manager) planTools(p *plan) error {
+	builtins, err := tools.ParseBuiltins(p.req.Tools)
+	if err != nil {
+		return err
+	}
+	if len(builtins) > 0 {
+		p.notices = append(p.notices, fmt.Sprintf(
+			"Builtin tools are not available in this runnel build yet; the granted builtins (%s) were not offered to the model.",
+			strings.Join(builtins, ", ")))
+	}
+	if len(p.req.Skills) > 0 || len(p.req.HarnessFiles) > 0 {
+		p.notices = append(p.notices, "skills and harnessFiles were checked but not written: the native harness has no workspace in this runnel build yet.")
+	}
+	reg, err := tools.New(p.req.CustomTools, p.req.ToolCallback, &tools.Options{
+		HTTPClient: m.opts.HTTPClient,
+		Timeout:    m.opts.ToolTimeout,
+		RunContext: p.req.RunContext,
+		Logger:     p.log,
+	})
+	if err != nil {
+		return err
+	}
+	p.tools = reg
+	for _, s := range reg.Specs() {
+		p.advert = append(p.advert, provider.Tool{Name: s.Name, Description: s.Description, Schema: s.InputSchema})
+	}
+	return nil
+}
+
+// secretValues lists every value the request marks as secret: provider
+// keys, the callback authorization, endpoint and MCP headers, and the OTLP
+// exporter headers of telemetry.
+func secretValues(req *runnel.RunRequest) []string {
+	var out []string
+	for _, v := range req.Secrets {
+		out = append(out, v)
+	}
+	if req.ToolCallback != nil {
+		out = append(out, req.ToolCallback.Authorization)
+	}
+	if req.Endpoint != nil {
+		for _, v := range req.Endpoint.Headers {
+			out = append(out, v)
+		}
+	}
+	for _, s := range req.McpServers {
+		for _, v := range s.Headers {
+			out = append(out, v)
+		}
+		if s.Connection != nil {
+			for _, v := range s.Connection.Headers {
+				out = append(out, v)
+			}
+		}
+	}
+	var tel struct {
+		Exporters struct {
+			OTLP struct {
+				Headers map[string]string `json:"headers"`
+			} `json:"otlp"`
+		} `json:"exporters"`
+	}
+	if len(req.Telemetry) > 0 && json.Unmarshal(req.Telemetry, &tel) == nil {
+		for _, v := range tel.Exporters.OTLP.Headers {
+			out = append(out, v)
+		}
+	}
+	return out
+}

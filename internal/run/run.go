@@ -1,0 +1,252 @@
+// Package run turns a RunRequest into a validated plan and runs it on a
+// harness: the one code path behind POST /run and `runnel run`.
+//
+// Everything a request asks for is checked before anything runs; a request
+// that cannot run is refused with a *runnel.Error (code invalid_request)
+// and no event. Once running, every event and the result pass through a
+// redactor built from the request's secrets.
+//
+//	m := run.NewManager(&run.Options{MaxSteps: 20})
+//	res, err := m.Run(ctx, req, sink)
+//	if err != nil {
+//		return err // refused: nothing ran
+//	}
+//	fmt.Println(res.Status, res.Output)
+package run
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/harness/native"
+	"github.com/runnel/runnel/internal/provider"
+	"github.com/runnel/runnel/internal/tools"
+)
+
+// The documented defaults of Options.
+const (
+	DefaultMaxSteps          = 50
+	DefaultTotalTimeout      = 10 * time.Minute
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultFirstTokenTimeout = 2 * time.Minute
+	DefaultToolParallel      = 4
+)
+
+// Options configures a Manager. A zero field means the documented default.
+type Options struct {
+	// Logger receives run logs; nil discards them.
+	Logger *slog.Logger
+	// MaxSteps caps model steps per run (default 50). A request may lower it.
+	MaxSteps int
+	// TotalTimeout caps a whole run (default 10m). A request may lower it.
+	TotalTimeout time.Duration
+	// IdleTimeout caps silence from the model within a step (default 2m).
+	// A request may lower it.
+	IdleTimeout time.Duration
+	// FirstTokenTimeout caps the wait for a step's first chunk (default 2m).
+	FirstTokenTimeout time.Duration
+	// ToolTimeout is a callback tool's timeout when its spec sets none (default 30s).
+	ToolTimeout time.Duration
+	// ProviderAttempts is the total tries of a model call (default 3).
+	ProviderAttempts int
+	// HTTPClient is used for model APIs and tool callbacks; nil means a
+	// default client without an overall timeout.
+	HTTPClient *http.Client
+	// NewModel builds a model adapter (default DefaultModelFactory). Tests
+	// inject their own.
+	NewModel ModelFactory
+	// ToolParallel caps the tool calls of one model step that run at once
+	// (default 4).
+	ToolParallel int
+	// ProviderBackoff is the first retry's wait of a model call (default:
+	// the provider policy's, 500ms).
+	ProviderBackoff time.Duration
+}
+
+// Manager runs requests. It is safe for concurrent use; it holds no state
+// between runs.
+type Manager struct {
+	opts Options
+	log  *slog.Logger
+}
+
+// NewManager returns a Manager; opts may be nil.
+func NewManager(opts *Options) *Manager {
+	m := &Manager{}
+	if opts != nil {
+		m.opts = *opts
+	}
+	o := &m.opts
+	if o.MaxSteps <= 0 {
+		o.MaxSteps = DefaultMaxSteps
+	}
+	if o.TotalTimeout <= 0 {
+		o.TotalTimeout = DefaultTotalTimeout
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.FirstTokenTimeout <= 0 {
+		o.FirstTokenTimeout = DefaultFirstTokenTimeout
+	}
+	if o.ToolTimeout <= 0 {
+		o.ToolTimeout = tools.DefaultTimeout
+	}
+	if o.ToolParallel <= 0 {
+		o.ToolParallel = DefaultToolParallel
+	}
+	if o.NewModel == nil {
+		o.NewModel = DefaultModelFactory
+	}
+	m.log = o.Logger
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	return m
+}
+
+// Harnesses lists the harness names this manager can run.
+func (m *Manager) Harnesses() []string { return []string{"native"} }
+
+// errTotalTimeout is the cause of a run cancelled by its total deadline.
+var errTotalTimeout = errors.New("run total timeout")
+
+// Run runs one request, emitting events to sink. A non-nil error means the
+// request was refused before anything was emitted (a *runnel.Error whose
+// code says why); otherwise the result says how the run ended, and the
+// stream ended with done.
+func (m *Manager) Run(ctx context.Context, req *runnel.RunRequest, sink runnel.Sink) (*runnel.Result, error) {
+	p, err := m.plan(req)
+	if err != nil {
+		return nil, err
+	}
+	red, log := p.red, p.log
+	model, err := m.opts.NewModel(p.model.api, p.model.cfg)
+	if err != nil {
+		log.Error("model adapter", "err", err)
+		return nil, invalid("Model %q cannot be used: %s.", req.Model, red.String(err.Error()))
+	}
+	model = provider.WithPolicy(model, provider.Policy{
+		Attempts:          m.opts.ProviderAttempts,
+		BaseBackoff:       m.opts.ProviderBackoff,
+		FirstTokenTimeout: m.opts.FirstTokenTimeout,
+		IdleTimeout:       p.idle,
+	})
+	if sink == nil {
+		sink = runnel.Discard{}
+	}
+	sink = red.Sink(sink)
+
+	rctx, cancel := context.WithTimeoutCause(ctx, p.total, errTotalTimeout)
+	defer cancel()
+	start := time.Now()
+	log.InfoContext(ctx, "run start", "tools", len(p.advert), "max_steps", p.maxSteps)
+	for _, n := range p.notices {
+		sink.Emit(runnel.Event{Type: runnel.EventNotice, Text: n})
+	}
+	out, runErr := native.Run(rctx, &native.Turn{
+		Model:      model,
+		ModelID:    p.model.id,
+		System:     p.prompt.System,
+		Messages:   p.prompt.Messages,
+		Tools:      p.advert,
+		Dispatcher: dispatcher{p.tools},
+		MaxSteps:   p.maxSteps,
+		Parallel:   m.opts.ToolParallel,
+		Logger:     log,
+	}, sink)
+	res := m.result(ctx, rctx, p, out, runErr)
+	if runErr != nil {
+		sink.Emit(runnel.Event{Type: runnel.EventError, Message: res.Error, Code: res.ErrorCode})
+		sink.Emit(runnel.Event{Type: runnel.EventDone, StopReason: res.StopReason})
+		log.WarnContext(ctx, "run failed", "status", res.Status, "code", res.ErrorCode, "err", runErr)
+	}
+	red.Result(res)
+	log.InfoContext(ctx, "run end", "status", res.Status, "stop_reason", res.StopReason,
+		"steps", out.Steps, "input_tokens", res.Usage.Input, "output_tokens", res.Usage.Output,
+		"duration", time.Since(start))
+	return res, nil
+}
+
+// result is the caller's view of how the run ended.
+func (m *Manager) result(ctx, rctx context.Context, p *plan, out *native.Outcome, runErr error) *runnel.Result {
+	res := &runnel.Result{
+		OK:           true,
+		Status:       runnel.StatusCompleted,
+		Output:       out.Output,
+		Messages:     out.Messages,
+		Usage:        out.Usage,
+		StopReason:   out.StopReason,
+		Interactions: out.Interactions,
+		Notices:      p.notices,
+		Capabilities: capabilities(),
+		SessionID:    p.req.SessionID,
+		TurnID:       p.req.TurnID,
+		Model:        p.req.Model,
+		RequestID:    p.runID,
+	}
+	if res.Messages == nil {
+		res.Messages = []runnel.Message{}
+	}
+	if res.Interactions == nil {
+		res.Interactions = []runnel.Interaction{}
+	}
+	if out.StopReason == runnel.StopPaused {
+		res.Status = runnel.StatusPaused
+	}
+	if runErr == nil {
+		return res
+	}
+	res.OK, res.Status, res.StopReason = false, runnel.StatusFailed, runnel.StopError
+	switch {
+	case ctx.Err() != nil:
+		res.Status, res.StopReason = runnel.StatusCancelled, runnel.StopCancelled
+		res.ErrorCode, res.Error = runnel.CodeCancelled, "The run was cancelled before it finished."
+	case errors.Is(context.Cause(rctx), errTotalTimeout):
+		res.ErrorCode = runnel.CodeTimeout
+		res.Error = fmt.Sprintf("The run exceeded its total timeout of %s.", p.total)
+	default:
+		res.ErrorCode = runnel.ErrorCodeOf(runErr)
+		res.Error = runnel.ErrorMessage(runErr)
+		if res.ErrorCode == runnel.CodeInternal {
+			res.Error = fmt.Sprintf("internal error (request %s)", p.runID)
+		}
+	}
+	return res
+}
+
+// capabilities are the native harness's feature flags.
+func capabilities() *runnel.Capabilities {
+	return &runnel.Capabilities{
+		TextMessages:    true,
+		Images:          true,
+		ToolCalls:       true,
+		Reasoning:       true,
+		Usage:           true,
+		StreamingDeltas: true,
+	}
+}
+
+// dispatcher executes every call through the run's tool registry. The
+// permission plan, client tools and builtins slot in here: they decide a
+// verdict other than Execute.
+type dispatcher struct{ reg *tools.Registry }
+
+func (d dispatcher) Dispatch(_ context.Context, c native.Call) native.Verdict {
+	return native.Execute(func(ctx context.Context) native.ToolResult {
+		return native.ToolResult(d.reg.Execute(ctx, tools.Call(c)))
+	})
+}
+
+func newRunID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return "run_" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,115 @@
+package tools
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strings"
+)
+
+// ctxPrefix starts a contextBindings value that names a runContext path.
+const ctxPrefix = "$ctx."
+
+// decodeRunContext reads the request's runContext once per run. Numbers
+// stay json.Number so bound values reach the platform unchanged.
+func decodeRunContext(raw json.RawMessage) (map[string]any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, invalid("runContext is not valid JSON.")
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, invalid("runContext must be a JSON object.")
+	}
+	return m, nil
+}
+
+// applyBindings sets each bound argument path to its runContext value,
+// overriding whatever the model sent there (DESIGN §4.3): a bound field is
+// the platform's to fill, never the model's. A binding whose value is
+// missing from runContext leaves the argument as the model sent it. Without
+// bindings the arguments pass through byte for byte.
+func applyBindings(input json.RawMessage, bindings map[string]string, runContext map[string]any) (json.RawMessage, error) {
+	if len(input) == 0 {
+		input = json.RawMessage(`{}`)
+	}
+	if len(bindings) == 0 {
+		return input, nil
+	}
+	var args map[string]any
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.UseNumber()
+	if err := dec.Decode(&args); err != nil || args == nil {
+		return nil, errors.New("its arguments are not a JSON object")
+	}
+	paths := make([]string, 0, len(bindings))
+	for p := range bindings {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths) // a stable order when one binding nests in another
+	for _, p := range paths {
+		ref, ok := strings.CutPrefix(bindings[p], ctxPrefix)
+		if !ok {
+			continue
+		}
+		v, ok := lookup(runContext, ref)
+		if !ok {
+			continue
+		}
+		if !setPath(args, p, v) {
+			return nil, errors.New("a contextBindings path is not a safe dotted argument path")
+		}
+	}
+	return json.Marshal(args)
+}
+
+func lookup(m map[string]any, dotted string) (any, bool) {
+	var cur any = m
+	for _, key := range strings.Split(dotted, ".") {
+		obj, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = obj[key]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// setPath sets args at a dotted path, making objects on the way. Segments
+// that mean something to JavaScript object prototypes are refused, since
+// the platform on the other side may well be JavaScript.
+func setPath(args map[string]any, dotted string, v any) bool {
+	if !safePath(dotted) {
+		return false
+	}
+	keys := strings.Split(dotted, ".")
+	cur := args
+	for _, k := range keys[:len(keys)-1] {
+		next, ok := cur[k].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			cur[k] = next
+		}
+		cur = next
+	}
+	cur[keys[len(keys)-1]] = v
+	return true
+}
+
+func safePath(dotted string) bool {
+	for _, k := range strings.Split(dotted, ".") {
+		if k == "" || k == "__proto__" || k == "constructor" || k == "prototype" {
+			return false
+		}
+	}
+	return true
+}

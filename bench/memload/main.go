@@ -1,0 +1,193 @@
+// Command memload measures the memory one concurrent streaming run costs a
+// `runnel serve` process (docs/benchmarks.md).
+//
+// It starts the fake model as its own process (`runnel mockllm --script`,
+// with a script that streams a long text one piece per second, so a run
+// stays open far longer than the measurement), then for each concurrency
+// level a fresh `runnel serve` whose concurrency limit is raised above it.
+// After a few warm-up runs it reads the server's idle VmRSS, opens that many
+// streaming POST /run requests at once on loopback, waits until every one
+// has received its first NDJSON event, lets the process settle, and reads
+// VmRSS again:
+//
+//	memory per run = (VmRSS with N runs open − idle VmRSS) / N
+//
+// Then it cancels every request (runnel cancels the runs) and stops the
+// server. Everything stays on 127.0.0.1; every wait has a deadline.
+//
+//	go build -o /tmp/runnel ./cmd/runnel
+//	go run ./bench/memload -runnel /tmp/runnel
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type config struct {
+	runnelBin string
+	counts    []int
+	settle    time.Duration
+	hold      time.Duration
+	timeout   time.Duration
+	jsonOut   string
+}
+
+func main() {
+	var cfg config
+	var counts string
+	flag.StringVar(&cfg.runnelBin, "runnel", "", "runnel binary (required)")
+	flag.StringVar(&counts, "counts", "100,1000", "concurrent run counts to measure, each on a fresh runnel serve")
+	flag.DurationVar(&cfg.settle, "settle", 2*time.Second, "wait after the last first event before reading VmRSS")
+	flag.DurationVar(&cfg.hold, "hold", 0, "keep the streams open this long after measuring (time to take a profile of the server)")
+	flag.DurationVar(&cfg.timeout, "timeout", 3*time.Minute, "give up after this long")
+	flag.StringVar(&cfg.jsonOut, "json", "", "also write the results as JSON to this file")
+	flag.Parse()
+	for f := range strings.SplitSeq(counts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "memload: bad -counts entry %q\n", f)
+			os.Exit(2)
+		}
+		cfg.counts = append(cfg.counts, n)
+	}
+	if cfg.runnelBin == "" {
+		fmt.Fprintln(os.Stderr, "memload: -runnel BIN is required (go build -o /tmp/runnel ./cmd/runnel)")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	if err := bench(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "memload:", err)
+		os.Exit(1)
+	}
+}
+
+// point is one concurrency level's measurement.
+type point struct {
+	Runs        int     `json:"runs"`
+	IdleRSSKiB  int64   `json:"idleRssKiB"`
+	LoadRSSKiB  int64   `json:"loadRssKiB"`
+	PerRunKiB   float64 `json:"perRunKiB"`
+	FirstAllMs  float64 `json:"allFirstEventsMs"`
+	IdleThreads int     `json:"idleThreads"`
+	LoadThreads int     `json:"loadThreads"`
+}
+
+func bench(ctx context.Context, cfg config) error {
+	dir, err := os.MkdirTemp("", "runnel-memload-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	script := filepath.Join(dir, "slow.json")
+	if err := os.WriteFile(script, slowScript(), 0o600); err != nil {
+		return err
+	}
+	llm, err := startMockLLM(ctx, cfg.runnelBin, script)
+	if err != nil {
+		return err
+	}
+	defer llm.close()
+
+	var points []point
+	for _, n := range cfg.counts {
+		p, err := measure(ctx, cfg, llm.url, n)
+		if err != nil {
+			return fmt.Errorf("%d concurrent runs: %w", n, err)
+		}
+		fmt.Printf("%5d runs: idle VmRSS %7.1f MiB, loaded %7.1f MiB, %6.1f KiB per run (threads %d -> %d; all first events after %.0f ms)\n",
+			p.Runs, mib(p.IdleRSSKiB), mib(p.LoadRSSKiB), p.PerRunKiB, p.IdleThreads, p.LoadThreads, p.FirstAllMs)
+		points = append(points, p)
+	}
+	if cfg.jsonOut != "" {
+		raw, err := json.MarshalIndent(points, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(cfg.jsonOut, append(raw, '\n'), 0o644)
+	}
+	return nil
+}
+
+// measure runs one concurrency level on a fresh runnel serve.
+func measure(ctx context.Context, cfg config, llmURL string, n int) (point, error) {
+	srv, err := startServe(ctx, cfg.runnelBin, n+100)
+	if err != nil {
+		return point{}, err
+	}
+	defer srv.close()
+	c := newClient(srv.url, llmURL, n)
+	defer c.close()
+	// Warm-up: the first run initialises what every run shares (the model
+	// adapter's client, the JSON codecs' type caches); that is not per run.
+	for range 5 {
+		if err := c.quickRun(ctx); err != nil {
+			return point{}, fmt.Errorf("warm-up run: %w", err)
+		}
+	}
+	c.closeIdle()
+	if err := sleep(ctx, cfg.settle); err != nil {
+		return point{}, err
+	}
+	p := point{Runs: n}
+	idle, err := readStatus(srv.pid())
+	if err != nil {
+		return point{}, err
+	}
+	p.IdleRSSKiB, p.IdleThreads = idle.rssKiB, idle.threads
+
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	start := time.Now()
+	wait, err := c.openStreams(loadCtx, n)
+	if err != nil {
+		stopLoad()
+		return point{}, errors.Join(err, wait())
+	}
+	p.FirstAllMs = float64(time.Since(start)) / float64(time.Millisecond)
+	if err := sleep(ctx, cfg.settle); err != nil {
+		return point{}, err
+	}
+	load, err := readStatus(srv.pid())
+	if err != nil {
+		return point{}, err
+	}
+	p.LoadRSSKiB, p.LoadThreads = load.rssKiB, load.threads
+	p.PerRunKiB = float64(p.LoadRSSKiB-p.IdleRSSKiB) / float64(n)
+	if cfg.hold > 0 {
+		fmt.Printf("%5d runs open on runnel serve pid %d at %s; holding them for %s\n", n, srv.pid(), srv.url, cfg.hold)
+		if err := sleep(ctx, cfg.hold); err != nil {
+			return point{}, err
+		}
+	}
+	stopLoad()
+	if err := wait(); err != nil && !errors.Is(err, context.Canceled) {
+		return p, err
+	}
+	return p, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func mib(kib int64) float64 { return float64(kib) / 1024 }

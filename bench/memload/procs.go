@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// slowText is what the fake model streams: 120 pieces, one a second, so a
+// run stays open for two minutes unless the client leaves first (it does,
+// once the measurement is taken).
+func slowScript() []byte {
+	script := map[string]any{"rules": []map[string]any{
+		{
+			"name":  "warm-up",
+			"when":  map[string]any{"lastUserContains": "warm up"},
+			"reply": map[string]any{"text": "warm"},
+		},
+		{
+			"name": "slow",
+			"reply": map[string]any{
+				"text":         strings.Repeat("lorem ", 120),
+				"chunkSize":    6,
+				"tokenDelayMs": 1000,
+			},
+		},
+	}}
+	raw, err := json.Marshal(script)
+	if err != nil {
+		panic(err) // a literal map of strings and numbers always encodes
+	}
+	return raw
+}
+
+// proc is a runnel subprocess listening on a loopback port.
+type proc struct {
+	url string
+	cmd *exec.Cmd
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+// close sends SIGTERM and waits up to 10 s before killing.
+func (p *proc) close() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// startMockLLM starts `runnel mockllm --script FILE --addr 127.0.0.1:PORT`.
+func startMockLLM(ctx context.Context, bin, script string) (*proc, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	cmd := exec.CommandContext(ctx, bin, "mockllm", "--script", script, "--addr", addr)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	p, err := start(ctx, cmd, "http://"+addr, "/v1/models")
+	if err != nil {
+		return nil, fmt.Errorf("runnel mockllm: %w", err)
+	}
+	return p, nil
+}
+
+// startServe starts `runnel serve` on a loopback port with its concurrency
+// limit raised to limit.
+func startServe(ctx context.Context, bin string, limit int) (*proc, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, bin, "serve")
+	cmd.Env = append(os.Environ(),
+		"RUNNEL_HOST=127.0.0.1",
+		"RUNNEL_PORT="+strconv.Itoa(port),
+		"RUNNEL_CONCURRENCY_LIMIT="+strconv.Itoa(limit),
+		"RUNNEL_TOKEN=", "RUNNEL_TOKEN_FILE=", // empty counts as unset: no 401s from the caller's environment
+	)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	p, err := start(ctx, cmd, fmt.Sprintf("http://127.0.0.1:%d", port), "/health")
+	if err != nil {
+		return nil, fmt.Errorf("runnel serve: %w", err)
+	}
+	return p, nil
+}
+
+// start runs cmd and waits until GET url+probe answers 200.
+func start(ctx context.Context, cmd *exec.Cmd, url, probe string) (*proc, error) {
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &proc{url: url, cmd: cmd}
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for {
+		req, _ := http.NewRequestWithContext(wctx, http.MethodGet, url+probe, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				http.DefaultClient.CloseIdleConnections()
+				return p, nil
+			}
+		}
+		select {
+		case <-wctx.Done():
+			p.close()
+			return nil, fmt.Errorf("not answering GET %s: %w (last error: %v)", probe, wctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// status is what /proc/PID/status says about a process's memory.
+type status struct {
+	rssKiB  int64
+	threads int
+}
+
+func readStatus(pid int) (status, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return status{}, err
+	}
+	defer f.Close()
+	var s status
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(v)
+		if len(fields) == 0 {
+			continue
+		}
+		switch k {
+		case "VmRSS":
+			s.rssKiB, _ = strconv.ParseInt(fields[0], 10, 64)
+		case "Threads":
+			s.threads, _ = strconv.Atoi(fields[0])
+		}
+	}
+	if s.rssKiB == 0 {
+		return s, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	}
+	return s, sc.Err()
+}

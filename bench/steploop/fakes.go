@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/runnel/runnel/internal/llmtest"
+)
+
+// The fixed parts of the benchmark conversation. Every contestant offers the
+// same tool with the same schema and receives the same scripted replies.
+const (
+	toolName   = "echo"
+	toolDesc   = "Echo n back."
+	toolSchema = `{"type":"object","properties":{"n":{"type":"number"}},"required":["n"]}`
+	toolArgs   = `{"n":1}`
+	prompt     = "Call echo until told to stop."
+	finalText  = "done"
+	modelName  = "bench-model"
+	toolOutput = "ok"
+	// apiKey is what every contestant sends as its model key: as long as a
+	// real one, so runnel's redaction of secrets does real work.
+	apiKey = "sk-bench-0123456789abcdef0123456789abcdef"
+)
+
+// benchScript scripts the fake model by conversation content, never by a
+// request counter: while fewer than steps tool results exist it calls echo,
+// then it answers text. Every contestant's run therefore makes steps+1 model
+// calls and steps tool calls.
+func benchScript(steps int) llmtest.Script {
+	return llmtest.Script{Rules: []llmtest.Rule{
+		{
+			Name:  "answer",
+			When:  llmtest.Match{ToolResultsAtLeast: &steps},
+			Reply: llmtest.Reply{Text: finalText},
+		},
+		{
+			Name: "call-echo",
+			When: llmtest.Match{ToolResultsBelow: &steps},
+			Reply: llmtest.Reply{ToolCalls: []llmtest.ToolCall{
+				{Name: toolName, Arguments: json.RawMessage(toolArgs)},
+			}},
+		},
+	}}
+}
+
+// callbackHandler is the platform's tool endpoint: it decodes runnel's
+// callback envelope (DESIGN §4.2) and answers "ok" for every call.
+func callbackHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var in struct {
+			Data struct {
+				ID       string `json:"id"`
+				Type     string `json:"type"`
+				Function struct {
+					Name      string          `json:"name"`
+					Arguments json.RawMessage `json:"arguments"`
+				} `json:"function"`
+			} `json:"data"`
+		}
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil || in.Data.Function.Name != toolName {
+			http.Error(w, "bad envelope", http.StatusBadRequest)
+			return
+		}
+		type status struct {
+			Code string `json:"code"`
+		}
+		type data struct {
+			Role       string `json:"role"`
+			ToolCallID string `json:"tool_call_id"`
+			Content    string `json:"content"`
+		}
+		type call struct {
+			ID     string `json:"id"`
+			Status status `json:"status"`
+			Data   data   `json:"data"`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(struct {
+			Call call `json:"call"`
+		}{call{in.Data.ID, status{"STATUS_CODE_OK"}, data{"tool", in.Data.ID, toolOutput}}})
+	})
+}
+
+// fakeURLs is what the fakes process announces on its stdout.
+type fakeURLs struct {
+	Model    string `json:"model"`    // OpenAI base URL, ending in /v1
+	Callback string `json:"callback"` // the toolCallback endpoint
+}
+
+// serveFakes is the -serve-fakes role: the fake model and the callback
+// server in one process of their own, so that no contestant shares a Go
+// runtime (scheduler, GC) with them. It prints the URLs as one JSON line and
+// serves until its stdin closes.
+func serveFakes(steps int) error {
+	llm := llmtest.NewServer(benchScript(steps))
+	defer llm.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	cb := &http.Server{Handler: callbackHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = cb.Serve(ln) }()
+	defer cb.Close()
+	urls := fakeURLs{Model: llm.URL + "/v1", Callback: "http://" + ln.Addr().String() + "/tools/call"}
+	if err := json.NewEncoder(os.Stdout).Encode(urls); err != nil {
+		return fmt.Errorf("announce: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin) // the driver closes stdin (or dies)
+	return nil
+}
+
+// fakes is the running fakes process.
+type fakes struct {
+	fakeURLs
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+}
+
+// startFakes re-executes this program in its -serve-fakes role.
+func startFakes(ctx context.Context, steps int) (*fakes, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, self, "-serve-fakes", "-steps", strconv.Itoa(steps))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start fakes: %w", err)
+	}
+	f := &fakes{cmd: cmd, stdin: stdin}
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	if err == nil {
+		err = json.Unmarshal(line, &f.fakeURLs)
+	}
+	if err != nil {
+		f.close()
+		return nil, fmt.Errorf("fakes did not announce their URLs: %w", err)
+	}
+	return f, nil
+}
+
+func (f *fakes) close() {
+	_ = f.stdin.Close()
+	stopProcess(f.cmd, nil, 5*time.Second)
+}
+
+// errUnexpected marks a run that did not do what the script says.
+var errUnexpected = errors.New("unexpected run")

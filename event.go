@@ -162,7 +162,7 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 		if err := json.Unmarshal(data, &u); err != nil {
 			return err
 		}
-		e.Usage, e.Input = &u, nil
+		e.Usage, e.Input, e.Output = &u, nil, nil
 	case EventInteractionRequest:
 		p := w.Payload
 		e.Interaction = &Interaction{ID: w.ID, Kind: w.Kind, ToolCallID: p.ToolCallID, ToolName: p.ToolName,

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/runnel/runnel/internal/redact"
+	"github.com/runnel/runnel/internal/run"
+	"github.com/runnel/runnel/internal/server"
+)
+
+// Config is everything runnel reads from flags and RUNNEL_* variables. It
+// is read once, in Main, validated as a whole, and passed down as options.
+type Config struct {
+	Host              string
+	Port              int
+	Token             string // never logged
+	ConcurrencyLimit  int
+	MaxBodyBytes      int64
+	MaxSteps          int
+	RunTimeout        time.Duration
+	IdleTimeout       time.Duration
+	FirstTokenTimeout time.Duration
+	ToolTimeout       time.Duration
+	ShutdownGrace     time.Duration
+	LogLevel          slog.Level
+	LogFormat         string // json or text
+}
+
+// A setting is one configuration value: a flag, the variable behind it and
+// its default. A set flag wins over the variable; an empty variable counts
+// as unset.
+type setting struct {
+	flag, env, def, usage string
+	arg                   string // what the value is, for -h
+}
+
+// settings lists every setting; the group says which subcommands take it.
+func settings() []struct {
+	group string
+	setting
+} {
+	type s = setting
+	return []struct {
+		group string
+		setting
+	}{
+		{"listen", s{"host", "RUNNEL_HOST", "127.0.0.1", "address to listen on; a non-loopback address requires a token", "host"}},
+		{"listen", s{"port", "RUNNEL_PORT", "8765", "port to listen on (0 picks a free one)", "port"}},
+		{"listen", s{"token-file", "RUNNEL_TOKEN_FILE", "", "file holding the bearer token (or set RUNNEL_TOKEN)", "file"}},
+		{"listen", s{"concurrency-limit", "RUNNEL_CONCURRENCY_LIMIT", "64", "concurrent runs before answering 429", "number"}},
+		{"listen", s{"shutdown-grace", "RUNNEL_SHUTDOWN_GRACE", "30s", "how long in-flight runs may finish after SIGTERM", "duration"}},
+		{"run", s{"max-body-bytes", "RUNNEL_MAX_BODY_BYTES", "8MiB", "largest request body (bytes, or with a KiB/MiB/GiB suffix)", "size"}},
+		{"run", s{"max-steps", "RUNNEL_MAX_STEPS", "50", "model steps per run", "number"}},
+		{"run", s{"run-timeout", "RUNNEL_RUN_TIMEOUT", "10m", "deadline of a whole run", "duration"}},
+		{"run", s{"idle-timeout", "RUNNEL_IDLE_TIMEOUT", "2m", "longest silence from the model within a step", "duration"}},
+		{"run", s{"first-token-timeout", "RUNNEL_FIRST_TOKEN_TIMEOUT", "2m", "longest wait for a step's first chunk", "duration"}},
+		{"run", s{"tool-timeout", "RUNNEL_TOOL_TIMEOUT", "30s", "timeout of a callback tool whose spec sets none", "duration"}},
+		{"log", s{"log-level", "RUNNEL_LOG_LEVEL", "info", "debug, info, warn or error", "level"}},
+		{"log", s{"log-format", "RUNNEL_LOG_FORMAT", "json", "json or text", "format"}},
+	}
+}
+
+// config binds the settings of some groups to a flag set and resolves them
+// after parsing.
+type config struct {
+	fs     *flag.FlagSet
+	getenv func(string) string
+	groups map[string]bool
+	byFlag map[string]setting
+	vals   map[string]*string
+	errs   []error
+}
+
+func newConfig(fs *flag.FlagSet, getenv func(string) string, groups ...string) *config {
+	c := &config{fs: fs, getenv: getenv, groups: map[string]bool{},
+		byFlag: map[string]setting{}, vals: map[string]*string{}}
+	for _, g := range groups {
+		c.groups[g] = true
+	}
+	for _, s := range settings() {
+		if c.groups[s.group] {
+			c.byFlag[s.flag] = s.setting
+			c.vals[s.flag] = fs.String(s.flag, "", fmt.Sprintf("%s (a `%s`; env %s, default %q)", s.usage, s.arg, s.env, s.def))
+		}
+	}
+	return c
+}
+
+// raw returns a setting's text and the name to blame for a bad value.
+func (c *config) raw(name string) (val, from string) {
+	s := c.byFlag[name]
+	set := false
+	c.fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	if set {
+		return *c.vals[name], "--" + name
+	}
+	if v := c.getenv(s.env); v != "" {
+		return v, s.env
+	}
+	return s.def, s.env
+}
+
+func (c *config) fail(from, val, format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("%s=%q %s", from, val, fmt.Sprintf(format, args...)))
+}
+
+func (c *config) str(name string) string {
+	v, _ := c.raw(name)
+	return strings.TrimSpace(v)
+}
+
+// int reads a whole number in [lo, hi].
+func (c *config) int(name string, lo, hi int64) int64 {
+	v, from := c.raw(name)
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < lo || n > hi {
+		c.fail(from, v, "is not a whole number from %d to %d", lo, hi)
+		return 0
+	}
+	return n
+}
+
+// bytes reads a positive size: 1048576, 512KiB, 8MiB, 1GiB.
+func (c *config) bytes(name string) int64 {
+	v, from := c.raw(name)
+	s, mult := strings.TrimSpace(v), int64(1)
+	for suffix, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if t, ok := strings.CutSuffix(s, suffix); ok {
+			s, mult = strings.TrimSpace(t), m
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || n > (1<<40)/mult {
+		c.fail(from, v, "is not a size; use a positive number of bytes, optionally with a KiB, MiB or GiB suffix (8MiB)")
+		return 0
+	}
+	return n * mult
+}
+
+// duration reads a positive Go duration. Zero is refused rather than
+// taken as "no limit" or "default": either reading would surprise someone.
+func (c *config) duration(name string) time.Duration {
+	v, from := c.raw(name)
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	switch {
+	case err != nil:
+		c.fail(from, v, "is not a duration; use a Go duration such as 30s, 5m or 1h30m")
+	case d <= 0:
+		c.fail(from, v, "must be a positive duration such as 30s")
+	}
+	return d
+}
+
+func (c *config) logLevel() slog.Level {
+	v, from := c.raw("log-level")
+	var l slog.Level
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "debug":
+		l = slog.LevelDebug
+	case "info":
+		l = slog.LevelInfo
+	case "warn", "warning":
+		l = slog.LevelWarn
+	case "error":
+		l = slog.LevelError
+	default:
+		c.fail(from, v, "is not a log level; use debug, info, warn or error")
+	}
+	return l
+}
+
+func (c *config) logFormat() string {
+	v, from := c.raw("log-format")
+	f := strings.ToLower(strings.TrimSpace(v))
+	if f != "json" && f != "text" {
+		c.fail(from, v, "is not a log format; use json or text")
+	}
+	return f
+}
+
+// token reads RUNNEL_TOKEN or the token file; both at once is an error, as
+// one of them would be silently ignored.
+func (c *config) token() string {
+	tok := strings.TrimSpace(c.getenv("RUNNEL_TOKEN"))
+	path := c.str("token-file")
+	switch {
+	case path == "":
+		return tok
+	case tok != "":
+		c.errs = append(c.errs, errors.New("both RUNNEL_TOKEN and a token file are set; set only one"))
+		return ""
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		c.errs = append(c.errs, fmt.Errorf("reading the token file: %w", err))
+		return ""
+	}
+	if tok = strings.TrimSpace(string(data)); tok == "" {
+		c.errs = append(c.errs, fmt.Errorf("the token file %s is empty", path))
+	}
+	return tok
+}
+
+// load resolves the bound settings into a Config, reporting every bad
+// value at once.
+func (c *config) load() (*Config, error) {
+	cfg := &Config{}
+	if c.groups["listen"] {
+		cfg.Host = strings.Trim(c.str("host"), "[]") // "[::1]" as people write it in URLs
+		cfg.Port = int(c.int("port", 0, 65535))
+		cfg.Token = c.token()
+		cfg.ConcurrencyLimit = int(c.int("concurrency-limit", 1, 1<<20))
+		cfg.ShutdownGrace = c.duration("shutdown-grace")
+	}
+	if c.groups["run"] {
+		cfg.MaxBodyBytes = c.bytes("max-body-bytes")
+		cfg.MaxSteps = int(c.int("max-steps", 1, 1<<20))
+		cfg.RunTimeout = c.duration("run-timeout")
+		cfg.IdleTimeout = c.duration("idle-timeout")
+		cfg.FirstTokenTimeout = c.duration("first-token-timeout")
+		cfg.ToolTimeout = c.duration("tool-timeout")
+	}
+	if c.groups["log"] {
+		cfg.LogLevel = c.logLevel()
+		cfg.LogFormat = c.logFormat()
+	}
+	if err := errors.Join(c.errs...); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// listenCheck refuses to expose an unauthenticated runner beyond this host
+// (DESIGN §2). Only a loopback IP or "localhost" counts as local: a name
+// that merely resolves to loopback today may not tomorrow.
+func (cfg *Config) listenCheck() error {
+	if cfg.Token != "" || isLoopback(cfg.Host) {
+		return nil
+	}
+	return fmt.Errorf("refusing to listen on %s without a token; set RUNNEL_TOKEN (generate one with: openssl rand -hex 32)",
+		net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// logger writes to w in the configured format and redacts the token, so
+// no log line can carry it even by accident.
+func (cfg *Config) logger(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	var h slog.Handler = slog.NewJSONHandler(w, opts)
+	if cfg.LogFormat == "text" {
+		h = slog.NewTextHandler(w, opts)
+	}
+	return slog.New(redact.New(cfg.Token).Handler(h))
+}
+
+func (cfg *Config) runOptions(log *slog.Logger) *run.Options {
+	return &run.Options{
+		Logger:            log,
+		MaxSteps:          cfg.MaxSteps,
+		TotalTimeout:      cfg.RunTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		FirstTokenTimeout: cfg.FirstTokenTimeout,
+		ToolTimeout:       cfg.ToolTimeout,
+	}
+}
+
+func (cfg *Config) serverOptions(log *slog.Logger, harnesses []string) *server.Options {
+	features := []string{"ndjson"}
+	return &server.Options{
+		Token:            cfg.Token,
+		MaxBodyBytes:     cfg.MaxBodyBytes,
+		ConcurrencyLimit: cfg.ConcurrencyLimit,
+		ShutdownGrace:    cfg.ShutdownGrace,
+		Version:          version,
+		Harnesses:        harnesses,
+		Features:         features,
+		Logger:           log,
+		Capabilities: &server.Capabilities{Limits: server.Limits{
+			MaxSteps:            cfg.MaxSteps,
+			RunTimeoutMs:        cfg.RunTimeout.Milliseconds(),
+			IdleTimeoutMs:       cfg.IdleTimeout.Milliseconds(),
+			FirstTokenTimeoutMs: cfg.FirstTokenTimeout.Milliseconds(),
+			ToolTimeoutMs:       cfg.ToolTimeout.Milliseconds(),
+		}},
+	}
+}

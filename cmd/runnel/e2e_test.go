@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/llmtest"
+	"github.com/runnel/runnel/internal/server"
+)
+
+// These tests run the real run manager against the scripted fake model
+// server over real sockets: the whole binary but the provider.
+
+const fakeKey = "sk-e2e-secret-value-0123456789"
+
+func pingRequest(baseURL, text string) string {
+	return `{"model":"openai/gpt-test","endpoint":{"baseUrl":"` + baseURL + `/v1"},` +
+		`"secrets":{"OPENAI_API_KEY":"` + fakeKey + `"},"tools":[],` +
+		`"messages":[{"role":"user","content":"` + text + `"}]}`
+}
+
+func TestRunWithTheRealManager(t *testing.T) {
+	llm := llmtest.NewServer(llmtest.DefaultScript())
+	defer llm.Close()
+	const want = "Hello from mockllm. You said: ping"
+
+	got := runMain(t, nil, pingRequest(llm.URL, "ping"), nil, "run")
+	if got.Code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", got.Code, got.Stdout, got.Stderr)
+	}
+	var res runnel.Result
+	if err := json.Unmarshal([]byte(got.Stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Output != want || res.Status != runnel.StatusCompleted {
+		t.Errorf("result %q %q, want completed %q", res.Status, res.Output, want)
+	}
+	if len(res.Events) == 0 || res.Events[0].Type != runnel.EventMessage || res.Events[0].Text != want {
+		t.Errorf("events %+v, want the coalesced message first", res.Events)
+	}
+
+	got = runMain(t, nil, pingRequest(llm.URL, "ping"), nil, "run", "-", "--stream")
+	records := strings.Split(strings.TrimSuffix(got.Stdout, "\n"), "\n")
+	var last server.Record
+	if err := json.Unmarshal([]byte(records[len(records)-1]), &last); err != nil {
+		t.Fatal(err)
+	}
+	if got.Code != exitOK || last.Kind != server.RecordResult || last.Result.Output != want {
+		t.Errorf("exit %d, last record %s", got.Code, records[len(records)-1])
+	}
+	if strings.Contains(got.Stdout+got.Stderr, fakeKey) {
+		t.Error("the provider key reached the output or the logs")
+	}
+}
+
+func TestServeWithTheRealManager(t *testing.T) {
+	llm := llmtest.NewServer(llmtest.DefaultScript())
+	defer llm.Close()
+	const token = "e2e-token-abcdef0123456789"
+	url, stderr, stop := startDaemon(t, map[string]string{"RUNNEL_TOKEN": token}, nil)
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+
+	post := func(body string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, url+"/run", strings.NewReader(body))
+		req.Header.Set("X-Runnel-Token", token)
+		req.Header.Set("Accept", "application/x-ndjson")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+
+	resp, body := post(pingRequest(llm.URL, "hello there"))
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/x-ndjson" {
+		t.Fatalf("status %d %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	var kinds []string
+	var last server.Record
+	for line := range strings.Lines(body) {
+		if line == "\n" {
+			continue
+		}
+		var rec server.Record
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("record %q: %v", line, err)
+		}
+		if len(kinds) == 0 || kinds[len(kinds)-1] != rec.Kind {
+			kinds = append(kinds, rec.Kind)
+		}
+		last = rec
+	}
+	if diff := cmp.Diff([]string{server.RecordEvent, server.RecordResult}, kinds); diff != "" {
+		t.Errorf("record kinds (-want +got):\n%s", diff)
+	}
+	if last.Result == nil || !last.Result.OK || last.Result.Output != "Hello from mockllm. You said: hello there" {
+		t.Errorf("result record %+v", last.Result)
+	}
+
+	// The real manager refuses a request with no user text before emitting.
+	resp, body = post(`{"model":"openai/gpt-test","secrets":{"OPENAI_API_KEY":"` + fakeKey + `"},"messages":[]}`)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, `"errorCode":"invalid_request"`) {
+		t.Errorf("refusal answered %d: %s", resp.StatusCode, body)
+	}
+
+	if code := stop(); code != exitOK {
+		t.Errorf("exit %d", code)
+	}
+	if strings.Contains(stderr.String(), fakeKey) || strings.Contains(stderr.String(), token) {
+		t.Error("a secret reached the logs")
+	}
+}

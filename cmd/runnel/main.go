@@ -1,0 +1,28 @@
+// Command runnel is the agent-runner sidecar: `runnel serve` is the HTTP
+// daemon, `runnel run` runs one request from a file or stdin, `runnel
+// mockllm` serves a scripted fake model, `runnel version` prints the
+// version. Configuration comes from flags and RUNNEL_* variables, read
+// once in Main (see `runnel help`).
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=…"; the
+// linker can only set a variable, so this is the one package variable.
+var version = "0.1.0-dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// After the first signal starts a drain, a second one kills the process
+	// the default way, for when the drain takes too long for the operator.
+	context.AfterFunc(ctx, stop)
+	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+	code := m.Run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strconv"
+
+	"github.com/runnel/runnel/internal/server"
+)
+
+// serve runs the daemon until ctx is done (SIGINT/SIGTERM), then drains.
+func (m *Main) serve(ctx context.Context, args []string) int {
+	fs := m.flagSet("serve", "runnel serve [flags]")
+	c := newConfig(fs, m.Getenv, "listen", "run", "log")
+	pos, code, done := parse(fs, args)
+	if done {
+		return code
+	}
+	if len(pos) > 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	cfg, err := c.load()
+	if err != nil {
+		return m.fail("serve", err)
+	}
+	if err := cfg.listenCheck(); err != nil {
+		return m.fail("serve", err)
+	}
+	log := cfg.logger(m.Stderr)
+	runner := m.newRunner(cfg.runOptions(log))
+	srv := server.New(runner, cfg.serverOptions(log, runner.Harnesses()))
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		log.Error("cannot listen", slog.Any("err", err))
+		return exitFailure
+	}
+	if cfg.Token == "" {
+		log.Warn("no token set: requests are not authenticated (allowed on loopback only); set RUNNEL_TOKEN to require one")
+	}
+	log.Info("runnel listening", slog.String("addr", ln.Addr().String()), slog.String("version", version),
+		slog.Bool("auth", cfg.Token != ""))
+	if m.Listening != nil {
+		m.Listening(ln.Addr())
+	}
+	if err := srv.Serve(ctx, ln); err != nil {
+		log.Error("serving stopped", slog.Any("err", err))
+		return exitFailure
+	}
+	return exitOK
+}

@@ -1,0 +1,122 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/runnel/runnel"
+)
+
+func TestDecodeRequest(t *testing.T) {
+	tests := []struct {
+		name  string
+		body  string
+		limit int64
+		want  *runnel.RunRequest
+		code  runnel.ErrorCode
+		msg   string
+	}{
+		{name: "minimal", body: hiRequest,
+			want: &runnel.RunRequest{Model: "openai/gpt-5", Messages: []runnel.Message{runnel.UserText("hi")}}},
+		{name: "unknown fields ignored", body: `{"model":"m","futureField":{"x":1}}`, want: &runnel.RunRequest{Model: "m"}},
+		{name: "null", body: `null`, want: &runnel.RunRequest{}},
+		{name: "exactly at the limit", body: `{"model":"m"}`, limit: 13, want: &runnel.RunRequest{Model: "m"}},
+		{name: "one byte over", body: `{"model":"m"} `, limit: 13, code: runnel.CodeTooLarge,
+			msg: "request body is larger than the 13 bytes limit; send a smaller request, or raise RUNNEL_MAX_BODY_BYTES on the server"},
+		{name: "default limit named in MiB", body: strings.Repeat(" ", DefaultMaxBodyBytes+1), code: runnel.CodeTooLarge,
+			msg: "request body is larger than the 8 MiB limit; send a smaller request, or raise RUNNEL_MAX_BODY_BYTES on the server"},
+		{name: "limit in KiB", body: strings.Repeat(" ", 2049), limit: 2048, code: runnel.CodeTooLarge,
+			msg: "request body is larger than the 2 KiB limit; send a smaller request, or raise RUNNEL_MAX_BODY_BYTES on the server"},
+		{name: "empty", body: "", code: runnel.CodeInvalidRequest,
+			msg: `request body is empty; send a JSON run request such as {"model":"openai/gpt-5","messages":[{"role":"user","content":"hi"}]}`},
+		{name: "syntax", body: `{"model" "m"}`, code: runnel.CodeInvalidRequest,
+			msg: "invalid JSON: invalid character '\"' after object key (at byte 10)"},
+		{name: "trailing data", body: `{"model":"m"} {}`, code: runnel.CodeInvalidRequest,
+			msg: "invalid JSON: invalid character '{' after top-level value (at byte 15)"},
+		{name: "nested type", body: `{"limits":{"maxSteps":"ten"}}`, code: runnel.CodeInvalidRequest,
+			msg: `invalid JSON: field "limits.maxSteps" must be a whole number, not a string`},
+		{name: "fraction for an integer", body: `{"limits":{"maxSteps":1.5}}`, code: runnel.CodeInvalidRequest,
+			msg: `invalid JSON: field "limits.maxSteps" must be a whole number, not a number (1.5)`},
+		{name: "object for a string", body: `{"model":{}}`, code: runnel.CodeInvalidRequest,
+			msg: `invalid JSON: field "model" must be a string, not an object`},
+		{name: "bad message content", body: `{"messages":[{"role":"user","content":42}]}`, code: runnel.CodeInvalidRequest,
+			msg: "invalid JSON: message content must be a string or an array of blocks"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := DecodeRequest(strings.NewReader(tt.body), tt.limit)
+			if tt.code == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("request (-want +got):\n%s", diff)
+				}
+				return
+			}
+			if got != nil {
+				t.Errorf("a request alongside the error: %+v", got)
+			}
+			if c, m := runnel.ErrorCodeOf(err), runnel.ErrorMessage(err); c != tt.code || m != tt.msg {
+				t.Errorf("error %s %q, want %s %q", c, m, tt.code, tt.msg)
+			}
+		})
+	}
+}
+
+func TestDecodeRequestReadFailure(t *testing.T) {
+	_, err := DecodeRequest(iotest.ErrReader(errors.New("connection reset")), 0)
+	if c, m := runnel.ErrorCodeOf(err), runnel.ErrorMessage(err); c != runnel.CodeInvalidRequest ||
+		m != "could not read the request body: connection reset" {
+		t.Errorf("error %s %q", c, m)
+	}
+}
+
+// TestDecodeRequestUnderMaxBytesReader is the server's arrangement: the
+// reader itself refuses past the limit.
+func TestDecodeRequestUnderMaxBytesReader(t *testing.T) {
+	body := http.MaxBytesReader(httptest.NewRecorder(), io.NopCloser(bytes.NewReader(make([]byte, 100))), 10)
+	if _, err := DecodeRequest(body, 10); runnel.ErrorCodeOf(err) != runnel.CodeTooLarge {
+		t.Errorf("error %v, want too_large", err)
+	}
+}
+
+func FuzzDecodeRequest(f *testing.F) {
+	for _, s := range []string{hiRequest, `{"model":`, `[]`, `null`, `{"messages":[{"role":"user","content":["a",{"type":"text","text":"b"}]}]}`,
+		`{"customTools":[{"name":"t","input_schema":{"type":"object"}}],"permissions":"bogus"}`, `{"limits":{"maxSteps":-1}}`, "\"\\ud800\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := DecodeRequest(bytes.NewReader(body), 1<<16)
+		if err == nil {
+			if req == nil {
+				t.Fatal("neither a request nor an error")
+			}
+			return
+		}
+		var re *runnel.Error
+		if !errors.As(err, &re) {
+			t.Fatalf("error %T is not a *runnel.Error: %v", err, err)
+		}
+		switch re.Code {
+		case runnel.CodeInvalidRequest:
+			if m := re.Message; !strings.HasPrefix(m, "invalid JSON: ") && !strings.HasPrefix(m, "request body is empty") {
+				t.Fatalf("message %q", m)
+			}
+		case runnel.CodeTooLarge:
+			if len(body) <= 1<<16 {
+				t.Fatalf("too_large for %d bytes", len(body))
+			}
+		default:
+			t.Fatalf("code %s", re.Code)
+		}
+	})
+}

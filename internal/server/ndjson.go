@@ -1,0 +1,165 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/runnel/runnel"
+)
+
+// Record kinds of an NDJSON stream (DESIGN §3.5).
+const (
+	RecordEvent  = "event"
+	RecordResult = "result"
+)
+
+// Record is one line of an NDJSON stream: `{"kind":"event","event":{…}}`,
+// or the one `{"kind":"result","result":{…}}` that ends the stream.
+type Record struct {
+	Kind   string         `json:"kind"`
+	Event  *runnel.Event  `json:"event,omitempty"`
+	Result *runnel.Result `json:"result,omitempty"`
+}
+
+// NDJSONWriter writes a run as NDJSON records, flushing each line as soon
+// as it exists. It is a runnel.Sink; WriteResult writes the closing record,
+// after which further events are dropped. It is safe for concurrent use:
+// events and keep-alives share one locked path, so lines never interleave.
+type NDJSONWriter struct {
+	mu      sync.Mutex
+	w       io.Writer
+	flush   func() error
+	start   func(status int) // called once, before the first byte
+	started bool
+	closed  bool
+	broken  bool      // the destination failed; nothing more is written
+	last    time.Time // when the last line was written
+	err     error     // the first encoding or write failure
+}
+
+// NewNDJSONWriter returns a writer on w. flush, if not nil, is called after
+// every line (an http.ResponseController's Flush, say).
+func NewNDJSONWriter(w io.Writer, flush func() error) *NDJSONWriter {
+	return &NDJSONWriter{w: w, flush: flush, last: time.Now()}
+}
+
+// Emit writes e as an event record. An event that cannot be encoded is
+// skipped and reported by Err.
+func (n *NDJSONWriter) Emit(e runnel.Event) {
+	line, err := json.Marshal(Record{Kind: RecordEvent, Event: &e})
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err != nil {
+		n.fail(fmt.Errorf("encoding a %s event: %w", e.Type, err))
+		return
+	}
+	n.writeLocked(append(line, '\n'), http.StatusOK)
+}
+
+// WriteResult writes res as the closing result record (without its events,
+// which the stream already carried) and closes the writer.
+func (n *NDJSONWriter) WriteResult(res *runnel.Result) error {
+	return n.writeResult(res, http.StatusOK)
+}
+
+func (n *NDJSONWriter) writeResult(res *runnel.Result, status int) error {
+	r := *res
+	r.Events = nil
+	line, err := json.Marshal(Record{Kind: RecordResult, Result: &r})
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err != nil {
+		n.fail(fmt.Errorf("encoding the result: %w", err))
+	} else {
+		n.writeLocked(append(line, '\n'), status)
+	}
+	n.closed = true
+	return n.err
+}
+
+// Err returns the first failure to encode or write a record, if any.
+func (n *NDJSONWriter) Err() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.err
+}
+
+// Started reports whether any byte has been written.
+func (n *NDJSONWriter) Started() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.started
+}
+
+func (n *NDJSONWriter) fail(err error) {
+	if n.err == nil {
+		n.err = err
+	}
+}
+
+// writeLocked writes one line; after a write failure (a client that went
+// away) it writes nothing more, since the run is being cancelled anyway.
+func (n *NDJSONWriter) writeLocked(line []byte, status int) {
+	if n.closed || n.broken {
+		return
+	}
+	if !n.started {
+		n.started = true
+		if n.start != nil {
+			n.start(status)
+		}
+	}
+	n.last = time.Now()
+	_, err := n.w.Write(line)
+	if err == nil && n.flush != nil {
+		if err = n.flush(); errors.Is(err, http.ErrNotSupported) {
+			err = nil
+		}
+	}
+	if err != nil {
+		n.broken = true
+		n.fail(fmt.Errorf("writing the stream: %w", err))
+	}
+}
+
+// keepAlive writes a blank line whenever the stream has been silent for
+// every, until stop is called; stop waits for the goroutine to end, so
+// nothing is written after it returns. NDJSON readers skip blank lines.
+func (n *NDJSONWriter) keepAlive(every time.Duration) (stop func()) {
+	quit, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTimer(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				t.Reset(n.beat(every))
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(quit) })
+		<-stopped
+	}
+}
+
+// beat writes a keep-alive if nothing was written for a whole interval and
+// returns how long to wait before looking again.
+func (n *NDJSONWriter) beat(every time.Duration) time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if idle := time.Since(n.last); idle < every {
+		return every - idle
+	}
+	n.writeLocked([]byte("\n"), http.StatusOK)
+	return every
+}

@@ -1,0 +1,133 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/runnel/runnel"
+)
+
+// handleRun serves POST /run and POST /stream: a capacity slot, the body,
+// then one run answered as one JSON result or as NDJSON.
+func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		s.writeError(w, r, &runnel.Error{Code: runnel.CodeAtCapacity, Message: fmt.Sprintf(
+			"runnel is running its limit of %d concurrent runs; retry shortly, or raise RUNNEL_CONCURRENCY_LIMIT on the server",
+			s.opts.ConcurrencyLimit)})
+		return
+	}
+	req, err := s.readRequest(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if wantsNDJSON(r) {
+		s.stream(w, r, req)
+		return
+	}
+	s.oneShot(w, r, req)
+}
+
+// readRequest decodes the body under the size limit and a read deadline.
+// After a good body it lifts the deadline: it must not cut the run, and the
+// connection's background read (which notices a client going away) must
+// stay armed. After a bad one the deadline stays and the connection closes,
+// so net/http does not wait on the rest of a body nobody will read.
+func (s *Server) readRequest(w http.ResponseWriter, r *http.Request) (*runnel.RunRequest, error) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout)) // unsupported only on exotic writers
+	req, err := DecodeRequest(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes), s.opts.MaxBodyBytes)
+	if err != nil {
+		w.Header().Set("Connection", "close")
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			err = runnel.Errorf(runnel.CodeInvalidRequest,
+				"the request body did not arrive within %s; send the whole body at once", s.opts.BodyTimeout)
+		}
+		return nil, err
+	}
+	_ = rc.SetReadDeadline(time.Time{})
+	return req, nil
+}
+
+// wantsNDJSON reports whether the caller accepts NDJSON. application/ndjson
+// is accepted too; the answer is always labelled application/x-ndjson.
+func wantsNDJSON(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for part := range strings.SplitSeq(v, ",") {
+			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err == nil && (mt == "application/x-ndjson" || mt == "application/ndjson") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// run calls the Runner on the request's context, so a client that goes
+// away (or a server that gives up draining) cancels the run.
+func (s *Server) run(r *http.Request, req *runnel.RunRequest, sink runnel.Sink) (*runnel.Result, error) {
+	res, err := s.runner.Run(r.Context(), req, sink)
+	if err == nil && res == nil {
+		err = runnel.Errorf(runnel.CodeInternal, "runner returned neither a result nor an error")
+	}
+	return res, err
+}
+
+func (s *Server) oneShot(w http.ResponseWriter, r *http.Request, req *runnel.RunRequest) {
+	var events Collector
+	res, err := s.run(r, req, &events)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res.Events = events.Events()
+	fixResult(res, requestIDOf(r))
+	s.writeJSON(w, r, StatusOf(res), res)
+}
+
+// stream answers with NDJSON (DESIGN §3.5). The status line waits for the
+// first record, so a refusal before any event still gets its own status.
+// A keep-alive also starts the stream (as 200): after that much silence
+// the run is under way, and proxies must see bytes.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *runnel.RunRequest) {
+	id := requestIDOf(r)
+	nw := NewNDJSONWriter(w, http.NewResponseController(w).Flush)
+	nw.start = func(status int) {
+		h := w.Header()
+		h.Set("Content-Type", "application/x-ndjson")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		w.WriteHeader(status)
+	}
+	stopKeepAlive := nw.keepAlive(s.opts.KeepAlive)
+	defer stopKeepAlive() // also on a panic, so nothing writes after the handler
+	res, err := s.run(r, req, nw)
+	stopKeepAlive()
+	if err != nil {
+		if !nw.Started() {
+			s.writeError(w, r, err)
+			return
+		}
+		// A Runner refuses before emitting; one that failed later anyway
+		// still ends the stream the documented way: an error event, then
+		// the result.
+		s.logError(r, id, err)
+		_, res = ErrorResponse(err, id)
+		nw.Emit(runnel.Event{Type: runnel.EventError, Message: res.Error, Code: res.ErrorCode})
+	}
+	fixResult(res, id)
+	// Nothing written yet means the run ended without a single event; the
+	// status then says how, as in one-shot mode.
+	if err := nw.writeResult(res, StatusOf(res)); err != nil {
+		s.log.DebugContext(r.Context(), "stream not fully delivered", slog.String("requestId", id), slog.Any("err", err))
+	}
+}

@@ -1,0 +1,303 @@
+// Package server is runnel's HTTP front door (DESIGN §2, §3.3, §3.5, §8):
+// routes, token authentication, request decoding with limits, the one-shot
+// JSON and NDJSON answers, and the one place that maps errors to HTTP
+// statuses. It knows nothing about providers or harnesses: it hands a
+// decoded runnel.RunRequest to a Runner and encodes what comes back.
+//
+//	srv := server.New(run.NewManager(nil), &server.Options{Token: token})
+//	ln, err := net.Listen("tcp", "127.0.0.1:8765")
+//	…
+//	err = srv.Serve(ctx, ln) // returns once ctx is done and in-flight runs have drained
+//
+// A Server is also a plain http.Handler, which is how tests mount it on an
+// httptest.Server.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/runnel/runnel"
+)
+
+// Runner runs one request. A non-nil error means the request was refused
+// before anything was emitted (a *runnel.Error whose code says why);
+// otherwise the result says how the run ended. internal/run.Manager is the
+// real implementation.
+type Runner interface {
+	Run(ctx context.Context, req *runnel.RunRequest, sink runnel.Sink) (*runnel.Result, error)
+}
+
+// Defaults of the Options fields.
+const (
+	DefaultMaxBodyBytes     = 8 << 20
+	DefaultConcurrencyLimit = 64
+	DefaultKeepAlive        = 15 * time.Second
+	DefaultBodyTimeout      = time.Minute
+	DefaultShutdownGrace    = 30 * time.Second
+)
+
+// Protocol is the version of the /run wire contract reported by /health.
+const Protocol = 1
+
+// Options configures a Server. A zero field means the documented default.
+type Options struct {
+	// Token, when set, is required on every route but /health. Empty means
+	// no authentication (cmd/runnel allows that on loopback only).
+	Token string
+	// MaxBodyBytes caps a request body (default 8 MiB).
+	MaxBodyBytes int64
+	// ConcurrencyLimit caps concurrent runs; past it a run is answered 429
+	// (default 64).
+	ConcurrencyLimit int
+	// KeepAlive is the silence after which an NDJSON stream gets a blank
+	// line so proxies do not cut it (default 15s).
+	KeepAlive time.Duration
+	// BodyTimeout caps reading a request body, so a slow client cannot hold
+	// a run slot forever (default 1m).
+	BodyTimeout time.Duration
+	// ShutdownGrace is how long Serve lets in-flight runs finish after its
+	// context is done before cancelling them (default 30s).
+	ShutdownGrace time.Duration
+	// Version is the runner version reported by /health and /v1/capabilities.
+	Version string
+	// Harnesses and Features are reported by /health and /v1/capabilities.
+	Harnesses []string
+	Features  []string
+	// Capabilities, when set, is the body of /v1/capabilities; its empty
+	// fields are filled from the options above.
+	Capabilities *Capabilities
+	// Logger receives access and error logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Capabilities is the body of GET /v1/capabilities.
+type Capabilities struct {
+	Runner    string   `json:"runner"`
+	Protocol  int      `json:"protocol"`
+	Harnesses []string `json:"harnesses"`
+	Features  []string `json:"features"`
+	Limits    Limits   `json:"limits"`
+}
+
+// Limits are the server's limits as /v1/capabilities reports them. The run
+// limits are what a request's own limits may tighten, never loosen.
+type Limits struct {
+	MaxBodyBytes        int64 `json:"maxBodyBytes"`
+	ConcurrencyLimit    int   `json:"concurrencyLimit"`
+	MaxSteps            int   `json:"maxSteps,omitempty"`
+	RunTimeoutMs        int64 `json:"runTimeoutMs,omitempty"`
+	IdleTimeoutMs       int64 `json:"idleTimeoutMs,omitempty"`
+	FirstTokenTimeoutMs int64 `json:"firstTokenTimeoutMs,omitempty"`
+	ToolTimeoutMs       int64 `json:"toolTimeoutMs,omitempty"`
+}
+
+// Server is runnel's HTTP handler. It is safe for concurrent use.
+type Server struct {
+	runner    Runner
+	opts      Options
+	log       *slog.Logger
+	tokenHash [sha256.Size]byte
+	slots     chan struct{} // one token per running run
+	mux       *http.ServeMux
+	inflight  tracker
+}
+
+// New returns a Server that runs requests on runner; opts may be nil.
+func New(runner Runner, opts *Options) *Server {
+	if runner == nil {
+		panic("server.New: nil Runner")
+	}
+	s := &Server{runner: runner}
+	if opts != nil {
+		s.opts = *opts
+	}
+	o := &s.opts
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.ConcurrencyLimit <= 0 {
+		o.ConcurrencyLimit = DefaultConcurrencyLimit
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = DefaultKeepAlive
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = DefaultBodyTimeout
+	}
+	if o.ShutdownGrace <= 0 {
+		o.ShutdownGrace = DefaultShutdownGrace
+	}
+	s.log = o.Logger
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	// Comparing hashes keeps the comparison constant-time whatever the
+	// length of the presented token.
+	s.tokenHash = sha256.Sum256([]byte(o.Token))
+	s.slots = make(chan struct{}, o.ConcurrencyLimit)
+	s.mux = http.NewServeMux()
+	s.route(http.MethodGet, "/health", http.HandlerFunc(s.health))
+	s.route(http.MethodGet, "/v1/capabilities", s.authed(http.HandlerFunc(s.capabilities)))
+	s.route(http.MethodPost, "/run", s.authed(http.HandlerFunc(s.handleRun)))
+	s.route(http.MethodPost, "/stream", s.authed(http.HandlerFunc(s.handleRun)))
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, &runnel.Error{Code: codeNotFound,
+			Message: "no route " + r.URL.Path + "; runnel serves POST /run, POST /stream, GET /health and GET /v1/capabilities"})
+	})
+	return s
+}
+
+// route registers h for method and path, and a JSON 405 for every other
+// method on path (ServeMux's own 405 is plain text).
+func (s *Server) route(method, path string, h http.Handler) {
+	s.mux.Handle(method+" "+path, h)
+	allow := method
+	if method == http.MethodGet {
+		allow = "GET, HEAD"
+	}
+	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		s.writeError(w, r, &runnel.Error{Code: codeMethodNotAllowed,
+			Message: r.Method + " is not allowed on " + path + "; use " + method})
+	})
+}
+
+type requestIDKey struct{}
+
+// ServeHTTP gives each request an id (echoed as X-Request-Id), counts it
+// in flight for Serve's drain, routes it and logs it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.inflight.add()
+	defer s.inflight.done()
+	start := time.Now()
+	id := requestID(r.Header.Get("X-Request-Id"))
+	w.Header().Set("X-Request-Id", id)
+	r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+	rec := &statusRecorder{ResponseWriter: w}
+	s.mux.ServeHTTP(rec, r)
+	level := slog.LevelInfo
+	if r.URL.Path == "/health" {
+		level = slog.LevelDebug // probes would drown everything else
+	}
+	s.log.LogAttrs(r.Context(), level, "request", slog.String("requestId", id),
+		slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.Int("status", rec.status()), slog.Duration("duration", time.Since(start)))
+}
+
+// requestID returns the caller's id when it is a sane token, or a new one.
+func requestID(given string) string {
+	if len(given) > 0 && len(given) <= 64 && strings.Trim(given,
+		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:") == "" {
+		return given
+	}
+	return NewRequestID()
+}
+
+// NewRequestID returns a random id for correlating a caller's error with
+// the server's log line.
+func NewRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+func requestIDOf(r *http.Request) string {
+	id, _ := r.Context().Value(requestIDKey{}).(string)
+	return id
+}
+
+// statusRecorder remembers the status for the access log. Unwrap lets
+// http.ResponseController reach the real writer's Flush and deadlines.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (rec *statusRecorder) WriteHeader(code int) {
+	if rec.code == 0 {
+		rec.code = code
+	}
+	rec.ResponseWriter.WriteHeader(code)
+}
+
+func (rec *statusRecorder) Write(b []byte) (int, error) {
+	if rec.code == 0 {
+		rec.code = http.StatusOK
+	}
+	return rec.ResponseWriter.Write(b)
+}
+
+func (rec *statusRecorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
+
+func (rec *statusRecorder) status() int {
+	if rec.code == 0 {
+		return http.StatusOK
+	}
+	return rec.code
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, r, http.StatusOK, struct {
+		Status    string   `json:"status"`
+		Runner    string   `json:"runner"`
+		Protocol  int      `json:"protocol"`
+		Harnesses []string `json:"harnesses"`
+		Features  []string `json:"features"`
+	}{"ok", s.opts.Version, Protocol, orEmpty(s.opts.Harnesses), orEmpty(s.opts.Features)})
+}
+
+func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
+	var c Capabilities
+	if s.opts.Capabilities != nil {
+		c = *s.opts.Capabilities
+	}
+	if c.Runner == "" {
+		c.Runner = s.opts.Version
+	}
+	if c.Protocol == 0 {
+		c.Protocol = Protocol
+	}
+	if c.Harnesses == nil {
+		c.Harnesses = orEmpty(s.opts.Harnesses)
+	}
+	if c.Features == nil {
+		c.Features = orEmpty(s.opts.Features)
+	}
+	if c.Limits.MaxBodyBytes == 0 {
+		c.Limits.MaxBodyBytes = s.opts.MaxBodyBytes
+	}
+	if c.Limits.ConcurrencyLimit == 0 {
+		c.Limits.ConcurrencyLimit = s.opts.ConcurrencyLimit
+	}
+	s.writeJSON(w, r, http.StatusOK, c)
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		// Only a Runner bug (an event that cannot be encoded) gets here.
+		s.log.ErrorContext(r.Context(), "internal error: encoding the answer",
+			slog.String("requestId", requestIDOf(r)), slog.Any("err", err))
+		var res *runnel.Result
+		status, res = ErrorResponse(err, requestIDOf(r))
+		body, _ = json.Marshal(res) // a plain error result always encodes
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}

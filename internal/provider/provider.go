@@ -104,7 +104,8 @@ type Policy struct {
 	BaseBackoff time.Duration
 	// MaxBackoff caps one wait, Retry-After included (default 30s).
 	MaxBackoff time.Duration
-	// FirstTokenTimeout bounds the wait for the first chunk (default: none).
+	// FirstTokenTimeout bounds the wait for the first chunk (default:
+	// IdleTimeout, so a silent model never hangs a run).
 	FirstTokenTimeout time.Duration
 	// IdleTimeout bounds the silence between chunks (default: none).
 	IdleTimeout time.Duration

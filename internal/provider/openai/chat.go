@@ -1,0 +1,370 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/openai/openai-go/v3/shared"
+	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/provider"
+)
+
+const chatAPI = "openai chat completions"
+
+// Chat streams from the Chat Completions API. It is safe for concurrent use.
+type Chat struct {
+	svc openai.ChatCompletionService
+	key string
+	// maxCompletion sends max_completion_tokens, which OpenAI's reasoning
+	// models require; compatible servers know only max_tokens.
+	maxCompletion bool
+}
+
+// NewChat returns a Chat Completions adapter. cfg.BaseURL points it at any
+// OpenAI-compatible server; cfg.APIVersion selects Azure OpenAI's
+// api-version.
+func NewChat(cfg provider.Config) *Chat {
+	return &Chat{
+		svc:           openai.NewChatCompletionService(clientOptions(cfg)...),
+		key:           cfg.APIKey,
+		maxCompletion: cfg.BaseURL == "" || cfg.APIVersion != "",
+	}
+}
+
+// Stream implements provider.Model.
+func (c *Chat) Stream(ctx context.Context, req *provider.Request, emit func(provider.Chunk)) (*provider.Response, error) {
+	var raw *http.Response
+	body := &errorBody{}
+	_, err := c.svc.New(ctx, c.params(req),
+		option.WithJSONSet("stream", true),
+		option.WithMiddleware(body.middleware),
+		option.WithResponseBodyInto(&raw))
+	if err != nil {
+		return nil, requestError(ctx, chatAPI, c.key, raw, body, err)
+	}
+	if err := checkStream(chatAPI, raw); err != nil {
+		return nil, err
+	}
+	// The SDK's own stream treats an EOF like [DONE]; read the events here.
+	dec := ssestream.NewDecoder(raw)
+	defer dec.Close()
+	st := &chatStream{emit: emit, byIndex: map[int]int{}}
+	for dec.Next() {
+		data := sseData(dec.Event())
+		if len(data) == 0 {
+			continue
+		}
+		if bytes.Equal(data, []byte("[DONE]")) {
+			return st.response(), nil
+		}
+		if err := st.apply(data); err != nil {
+			return nil, err
+		}
+	}
+	return nil, streamEnd(ctx, chatAPI, dec, st.emitted, "[DONE]")
+}
+
+func (c *Chat) params(req *provider.Request) openai.ChatCompletionNewParams {
+	p := openai.ChatCompletionNewParams{
+		Model:         shared.ChatModel(req.Model),
+		Messages:      chatMessages(req.System, req.Messages),
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	}
+	if req.MaxTokens > 0 {
+		if c.maxCompletion {
+			p.MaxCompletionTokens = openai.Int(int64(req.MaxTokens))
+		} else {
+			p.MaxTokens = openai.Int(int64(req.MaxTokens))
+		}
+	}
+	for _, t := range req.Tools {
+		fn := shared.FunctionDefinitionParam{Name: t.Name, Parameters: schemaMap(t.Schema)}
+		if t.Description != "" {
+			fn.Description = openai.String(t.Description)
+		}
+		p.Tools = append(p.Tools, openai.ChatCompletionToolUnionParam{OfFunction: &openai.ChatCompletionFunctionToolParam{Function: fn}})
+	}
+	return p
+}
+
+// chatMessages converts the conversation. Tool results become tool
+// messages wherever they sit, placed before the rest of their message
+// because the API wants them right after the assistant's tool calls.
+// Reasoning is not replayed: the API has no place for it.
+func chatMessages(system string, msgs []runnel.Message) []openai.ChatCompletionMessageParamUnion {
+	var out []openai.ChatCompletionMessageParamUnion
+	if system != "" {
+		out = append(out, openai.SystemMessage(system))
+	}
+	for _, m := range msgs {
+		for _, b := range m.Content {
+			if b.Type == runnel.BlockToolResult {
+				out = append(out, openai.ToolMessage(b.OutputText(), b.ToolCallID))
+			}
+		}
+		switch m.Role {
+		case runnel.RoleAssistant:
+			if a, ok := chatAssistant(m.Content); ok {
+				out = append(out, a)
+			}
+		case runnel.RoleSystem:
+			if t := m.Text(); t != "" {
+				out = append(out, openai.SystemMessage(t))
+			}
+		case runnel.RoleUser:
+			if parts := chatUserParts(m.Content); len(parts) > 0 {
+				out = append(out, chatUser(parts))
+			}
+		}
+	}
+	return out
+}
+
+func chatUserParts(blocks []runnel.Block) []openai.ChatCompletionContentPartUnionParam {
+	var parts []openai.ChatCompletionContentPartUnionParam
+	for _, b := range blocks {
+		switch b.Type {
+		case runnel.BlockText, runnel.BlockResource:
+			if b.Text != "" {
+				parts = append(parts, openai.TextContentPart(b.Text))
+			}
+		case runnel.BlockImage:
+			if u := imageURL(b.MimeType, b.Data, b.URI); u != "" {
+				parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: u}))
+			}
+		}
+	}
+	return parts
+}
+
+// chatUser sends a lone text part as a plain string, which every
+// compatible server understands.
+func chatUser(parts []openai.ChatCompletionContentPartUnionParam) openai.ChatCompletionMessageParamUnion {
+	if len(parts) == 1 && parts[0].OfText != nil {
+		return openai.UserMessage(parts[0].OfText.Text)
+	}
+	return openai.UserMessage(parts)
+}
+
+func chatAssistant(blocks []runnel.Block) (openai.ChatCompletionMessageParamUnion, bool) {
+	var a openai.ChatCompletionAssistantMessageParam
+	var text strings.Builder
+	for _, b := range blocks {
+		switch b.Type {
+		case runnel.BlockText:
+			text.WriteString(b.Text)
+		case runnel.BlockToolCall:
+			a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+				OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+					ID: b.ToolCallID,
+					Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
+						Name:      b.ToolName,
+						Arguments: toolArguments(b.Input),
+					},
+				},
+			})
+		}
+	}
+	if text.Len() == 0 && len(a.ToolCalls) == 0 {
+		return openai.ChatCompletionMessageParamUnion{}, false
+	}
+	if text.Len() > 0 {
+		a.Content.OfString = openai.String(text.String())
+	}
+	return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}, true
+}
+
+// chatChunk is one streamed chunk. It is decoded here rather than with the
+// SDK's ChatCompletionChunk because compatible servers send fields the SDK
+// does not model (reasoning_content, reasoning) and leave out ones it
+// assumes (a tool call's index).
+type chatChunk struct {
+	Choices []struct {
+		Index int `json:"index"`
+		Delta struct {
+			Content          string          `json:"content"`
+			ReasoningContent string          `json:"reasoning_content"`
+			Reasoning        string          `json:"reasoning"`
+			ToolCalls        []chatToolDelta `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int64 `json:"prompt_tokens"`
+		CompletionTokens int64 `json:"completion_tokens"`
+		TotalTokens      int64 `json:"total_tokens"`
+	} `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+type chatToolDelta struct {
+	Index    *int   `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// chatStream assembles a response from chunks.
+type chatStream struct {
+	emit      func(provider.Chunk)
+	emitted   bool
+	reasoning strings.Builder
+	text      strings.Builder
+	calls     []*chatCall
+	byIndex   map[int]int // the server's tool call index → position in calls
+	finish    string
+	usage     runnel.Usage
+}
+
+type chatCall struct {
+	id, name string
+	args     strings.Builder
+	started  bool // its ChunkToolCall was emitted
+}
+
+func (s *chatStream) send(c provider.Chunk) {
+	s.emitted = true
+	s.emit(c)
+}
+
+func (s *chatStream) apply(data []byte) error {
+	var ch chatChunk
+	if err := json.Unmarshal(data, &ch); err != nil {
+		return provider.StreamError(chatAPI, s.emitted, err, "the server sent a malformed chunk: %v", err)
+	}
+	if len(ch.Error) > 0 && !bytes.Equal(ch.Error, []byte("null")) {
+		return provider.StreamError(chatAPI, s.emitted, nil, "the server reported an error mid-stream: %s", errorDetail(data))
+	}
+	if u := ch.Usage; u != nil {
+		s.usage = runnel.Usage{Input: u.PromptTokens, Output: u.CompletionTokens, Total: u.TotalTokens}
+		if s.usage.Total == 0 {
+			s.usage.Total = u.PromptTokens + u.CompletionTokens
+		}
+	}
+	for _, c := range ch.Choices {
+		if c.Index != 0 {
+			continue // only one choice is ever requested
+		}
+		d := c.Delta
+		if r := d.ReasoningContent; r != "" || d.Reasoning != "" {
+			if r == "" {
+				r = d.Reasoning
+			}
+			s.reasoning.WriteString(r)
+			s.send(provider.Chunk{Kind: provider.ChunkReasoning, Text: r})
+		}
+		if d.Content != "" {
+			s.text.WriteString(d.Content)
+			s.send(provider.Chunk{Kind: provider.ChunkText, Text: d.Content})
+		}
+		for _, td := range d.ToolCalls {
+			s.toolDelta(td)
+		}
+		if c.FinishReason != "" {
+			s.finish = c.FinishReason
+		}
+	}
+	return nil
+}
+
+// toolDelta adds a piece of a tool call. Servers differ: OpenAI sends the
+// id and name once and then argument pieces under the same index; some
+// compatible servers repeat the id on every piece, send every call under
+// index 0 (or none) with distinct ids, or send a call whole in one piece.
+// A delta continues the call at its index (or the latest call, without an
+// index) unless it carries a different id.
+func (s *chatStream) toolDelta(td chatToolDelta) {
+	var call *chatCall
+	pos := len(s.calls) - 1
+	if td.Index != nil {
+		p, ok := s.byIndex[*td.Index]
+		if !ok {
+			p = -1
+		}
+		pos = p
+	}
+	if pos >= 0 {
+		call = s.calls[pos]
+		if td.ID != "" && call.id != "" && td.ID != call.id {
+			call = nil
+		}
+	}
+	if call == nil {
+		call = &chatCall{}
+		s.calls = append(s.calls, call)
+		pos = len(s.calls) - 1
+		if td.Index != nil {
+			s.byIndex[*td.Index] = pos
+		}
+	}
+	if call.id == "" {
+		call.id = td.ID
+	}
+	if call.name == "" {
+		call.name = td.Function.Name
+	}
+	call.args.WriteString(td.Function.Arguments)
+	switch {
+	case !call.started && call.name != "":
+		s.startCall(pos)
+	case call.started && td.Function.Arguments != "":
+		s.send(provider.Chunk{Kind: provider.ChunkToolArgs, Index: pos, Text: td.Function.Arguments})
+	}
+}
+
+// startCall emits the ChunkToolCall of call pos, and the arguments that
+// arrived before its name did.
+func (s *chatStream) startCall(pos int) {
+	call := s.calls[pos]
+	if call.id == "" {
+		call.id = "call_" + rand.Text()
+	}
+	call.started = true
+	s.send(provider.Chunk{Kind: provider.ChunkToolCall, Index: pos, ToolCallID: call.id, ToolName: call.name})
+	if call.args.Len() > 0 {
+		s.send(provider.Chunk{Kind: provider.ChunkToolArgs, Index: pos, Text: call.args.String()})
+	}
+}
+
+func (s *chatStream) response() *provider.Response {
+	resp := &provider.Response{Usage: s.usage}
+	if s.reasoning.Len() > 0 {
+		resp.Content = append(resp.Content, runnel.Block{Type: runnel.BlockReasoning, Text: s.reasoning.String()})
+	}
+	if s.text.Len() > 0 {
+		resp.Content = append(resp.Content, runnel.Block{Type: runnel.BlockText, Text: s.text.String()})
+	}
+	for i, c := range s.calls {
+		if !c.started {
+			s.startCall(i)
+		}
+		resp.Content = append(resp.Content, runnel.Block{
+			Type: runnel.BlockToolCall, ToolCallID: c.id, ToolName: c.name, Input: toolInput(c.args.String()),
+		})
+	}
+	resp.StopReason = chatStopReason(s.finish, len(s.calls) > 0)
+	return resp
+}
+
+// chatStopReason normalises finish_reason. Some servers say "stop" after
+// tool calls; the calls are what the loop must act on.
+func chatStopReason(finish string, calls bool) string {
+	switch {
+	case finish == "length":
+		return "max_tokens"
+	case calls || finish == "tool_calls" || finish == "function_call":
+		return "tool_use"
+	case finish == "stop" || finish == "":
+		return "end_turn"
+	}
+	return finish
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/llmtest"
+	"github.com/runnel/runnel/internal/server"
+)
+
+// TestReadmeWalkthrough runs the README's five-minute walk-through with
+// the files it names: the mockllm example script, the weather callback
+// program (built and started as a real process) and examples/weather.json,
+// with only the loopback ports changed.
+func TestReadmeWalkthrough(t *testing.T) {
+	script, err := llmtest.LoadScript("../../examples/mockllm/tool-call.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	llm := llmtest.NewServer(script)
+	defer llm.Close()
+	callbackURL := startWeatherCallback(t)
+
+	raw, err := os.ReadFile("../../examples/weather.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := strings.NewReplacer(
+		"http://127.0.0.1:8790", llm.URL,
+		"http://127.0.0.1:8791", callbackURL,
+	).Replace(string(raw))
+
+	url, _, stop := startDaemon(t, nil, nil)
+	defer stop()
+	req, _ := http.NewRequest(http.MethodPost, url+"/run", strings.NewReader(body))
+	req.Header.Set("Accept", "application/x-ndjson")
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+
+	var events []runnel.Event
+	var result *runnel.Result
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if sc.Text() == "" {
+			continue
+		}
+		var rec server.Record
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("record %q: %v", sc.Text(), err)
+		}
+		if rec.Event != nil {
+			events = append(events, *rec.Event)
+		}
+		if rec.Result != nil {
+			result = rec.Result
+		}
+	}
+	var call, res *runnel.Event
+	for i := range events {
+		switch events[i].Type {
+		case runnel.EventToolCall:
+			call = &events[i]
+		case runnel.EventToolResult:
+			res = &events[i]
+		}
+	}
+	if call == nil || call.Name != "get_weather" || string(call.Input) != `{"city":"Paris"}` {
+		t.Errorf("tool_call event %+v, want get_weather {\"city\":\"Paris\"}", call)
+	}
+	if res == nil || string(res.Output) != `"18°C and sunny in Paris"` || res.IsError {
+		t.Errorf("tool_result event %+v", res)
+	}
+	if result == nil || result.Status != runnel.StatusCompleted || result.Output != "The weather in Paris: 18°C and sunny in Paris" {
+		t.Errorf("result %+v", result)
+	}
+}
+
+// startWeatherCallback builds examples/weather-callback and runs it on a
+// free loopback port until the test ends.
+func startWeatherCallback(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "weather-callback")
+	build := exec.Command("go", "build", "-o", bin, "../../examples/weather-callback")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the weather callback: %v\n%s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "--addr", addr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	// Ready when it accepts a connection; the wait is bounded by the attempts.
+	for i := 0; ; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if i == 200 {
+			t.Fatalf("the weather callback never listened on %s: %v", addr, err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	return "http://" + addr
+}

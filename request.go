@@ -113,6 +113,11 @@ type Skill struct {
 	Description string `json:"description,omitempty"`
 	Body        string `json:"body,omitempty"`
 	Files       []File `json:"files,omitempty"`
+	// DisableModelInvocation keeps the skill out of the model's automatic
+	// choice; only an explicit request loads it.
+	DisableModelInvocation bool `json:"disableModelInvocation,omitempty"`
+	// AllowExecutableFiles lets the skill's files keep their executable bit.
+	AllowExecutableFiles bool `json:"allowExecutableFiles,omitempty"`
 	File
 }
 

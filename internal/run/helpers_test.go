@@ -110,10 +110,12 @@ func writeContent(w http.ResponseWriter, code, message, content string) {
 	fmt.Fprintf(w, `{"call":{"id":"x","status":{"code":%q,"message":%s},"data":{"role":"tool","tool_call_id":"x","content":%s}}}`, code, m, c)
 }
 
-// callbackTool is a callback tool spec with a required "city" argument.
+// callbackTool is a read-only callback tool spec with a required "city"
+// argument: the default permission plan (allow_reads) lets it run.
 func callbackTool(name string) runnel.ToolSpec {
+	yes := true
 	return runnel.ToolSpec{
-		Name: name, Description: "Look something up", CallRef: "ref__" + name,
+		Name: name, Description: "Look something up", CallRef: "ref__" + name, ReadOnly: &yes,
 		InputSchema: json.RawMessage(`{"type":"object","required":["city"],"properties":{"city":{"type":"string"}}}`),
 	}
 }

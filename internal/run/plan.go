@@ -1,6 +1,7 @@
 package run
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/harness/native"
+	"github.com/runnel/runnel/internal/permission"
 	"github.com/runnel/runnel/internal/provider"
 	"github.com/runnel/runnel/internal/redact"
 	"github.com/runnel/runnel/internal/tools"
@@ -25,11 +27,19 @@ func acpHarnesses() []string {
 // plan is a request that passed every check, with what the run needs
 // resolved: nothing in it can be refused any more.
 type plan struct {
-	req      *runnel.RunRequest
-	model    *modelRef
-	prompt   native.Prompt
-	tools    *tools.Registry
-	advert   []provider.Tool
+	req    *runnel.RunRequest
+	model  *modelRef
+	prompt native.Prompt
+	tools  *tools.Registry
+	// gated are the custom tools as the permission gate sees them; the
+	// builtins join them once the run has its workspace.
+	gated  map[string]*gatedTool
+	advert []provider.Tool
+	// grants are the builtin tools the request grants (DESIGN §3.1).
+	grants []string
+	perm   permission.Plan
+	// resume is what the replayed conversation asks before the model runs.
+	resume   *resumption
 	maxSteps int
 	total    time.Duration
 	idle     time.Duration
@@ -72,8 +82,31 @@ func (m *Manager) plan(req *runnel.RunRequest) (*plan, error) {
 	}
 	ref.cfg.HTTPClient = m.opts.HTTPClient
 	p.model = ref
+	planPermissions(p)
 	p.prompt = native.BuildPrompt(req)
+	p.resume, err = planResume(p.prompt.Messages, resumeOptions{
+		isClient: p.tools.IsClient, boundPaths: p.tools.BoundPaths, secret: m.opts.InteractionSecret,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.prompt.Messages = p.resume.history
 	return p, nil
+}
+
+// planPermissions reads the permission plan. A plan runnel could not read
+// whole asks for everything, and each rule it dropped is said, so nobody
+// believes a rule is in force that is not.
+func planPermissions(p *plan) {
+	p.perm = permission.ParsePlan(p.req.Permissions)
+	if p.perm.Malformed != "" {
+		p.notices = append(p.notices, fmt.Sprintf(
+			"The permissions were not understood (%s), so every tool call will ask for approval.", p.perm.Malformed))
+	}
+	for _, r := range p.perm.Dropped {
+		p.notices = append(p.notices, fmt.Sprintf(
+			"A permissions rule was dropped because it is not {pattern, permission} with a valid pattern and allow, ask or deny: %s", r))
+	}
 }
 
 func invalid(format string, args ...any) *runnel.Error {
@@ -205,20 +238,15 @@ func (m *Manager) checkLimits(p *plan) error {
 	return nil
 }
 
-// planTools builds the tool registry and what the model is offered.
+// planTools builds the tool registry, what the permission gate knows of
+// each custom tool, and what the model is offered. The builtins are only
+// named here: they need the run's workspace, which Run opens.
 func (m *Manager) planTools(p *plan) error {
-	builtins, err := tools.ParseBuiltins(p.req.Tools)
+	grants, err := tools.ParseBuiltins(p.req.Tools)
 	if err != nil {
 		return err
 	}
-	if len(builtins) > 0 {
-		p.notices = append(p.notices, fmt.Sprintf(
-			"Builtin tools are not available in this runnel build yet; the granted builtins (%s) were not offered to the model.",
-			strings.Join(builtins, ", ")))
-	}
-	if len(p.req.Skills) > 0 || len(p.req.HarnessFiles) > 0 {
-		p.notices = append(p.notices, "skills and harnessFiles were checked but not written: the native harness has no workspace in this runnel build yet.")
-	}
+	p.grants = grants
 	reg, err := tools.New(p.req.CustomTools, p.req.ToolCallback, &tools.Options{
 		HTTPClient: m.opts.HTTPClient,
 		Timeout:    m.opts.ToolTimeout,
@@ -229,10 +257,34 @@ func (m *Manager) planTools(p *plan) error {
 		return err
 	}
 	p.tools = reg
+	p.gated = map[string]*gatedTool{}
 	for _, s := range reg.Specs() {
+		if slices.ContainsFunc(grants, func(g string) bool { return strings.EqualFold(g, s.Name) }) {
+			return invalid("Tool name %q is both a custom tool and a granted builtin; rename the custom tool or remove %q from tools.", s.Name, strings.ToLower(s.Name))
+		}
+		p.gated[s.Name] = customTool(reg, s)
 		p.advert = append(p.advert, provider.Tool{Name: s.Name, Description: s.Description, Schema: s.InputSchema})
 	}
 	return nil
+}
+
+// customTool is a custom tool as the gate sees it: a client tool is the
+// browser's to run, anything else runnel relays to the platform.
+func customTool(reg *tools.Registry, s runnel.ToolSpec) *gatedTool {
+	t := &gatedTool{
+		executor:       permission.ExecutorRelay,
+		specPermission: s.Permission,
+		readOnly:       s.ReadOnly,
+		boundPaths:     reg.BoundPaths(s.Name),
+	}
+	if s.EffectiveKind() == runnel.ToolKindClient {
+		t.executor, t.render = permission.ExecutorClient, s.Render
+		return t
+	}
+	t.run = func(ctx context.Context, c native.Call) native.ToolResult {
+		return native.ToolResult(reg.Execute(ctx, tools.Call(c)))
+	}
+	return t
 }
 
 // secretValues lists every value the request marks as secret: provider

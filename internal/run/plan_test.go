@@ -60,9 +60,18 @@ func TestRefusals(t *testing.T) {
 			r.ToolCallback = callback
 			r.CustomTools = []runnel.ToolSpec{{Name: "get.user", InputSchema: runnel.PermissiveSchema()}}
 		}, `Tool name "get.user" is not valid: model APIs accept 1 to 64 letters, digits, '_' or '-' (^[a-zA-Z0-9_-]{1,64}$).`},
-		{"client tool", func(r *runnel.RunRequest) {
-			r.CustomTools = []runnel.ToolSpec{{Name: "connect", Kind: runnel.ToolKindClient, InputSchema: runnel.PermissiveSchema()}}
-		}, `Tool "connect" is a client tool (kind "client"); client tools are not supported by this runnel build yet.`},
+		{"client tool with bindings", func(r *runnel.RunRequest) {
+			r.CustomTools = []runnel.ToolSpec{{Name: "connect", Kind: runnel.ToolKindClient, InputSchema: runnel.PermissiveSchema(),
+				ContextBindings: map[string]string{"user": "$ctx.user.id"}}}
+		}, `Tool "connect" is a client tool (the browser runs it); remove its contextBindings and call, which only apply to tools runnel executes.`},
+		{"custom tool named like a granted builtin", func(r *runnel.RunRequest) {
+			r.Tools = []string{"Read"}
+			r.CustomTools = []runnel.ToolSpec{{Name: "read", Kind: runnel.ToolKindClient, InputSchema: runnel.PermissiveSchema()}}
+		}, `Tool name "read" is both a custom tool and a granted builtin; rename the custom tool or remove "read" from tools.`},
+		{"direct call with a bad method", func(r *runnel.RunRequest) {
+			r.ToolCallback = callback
+			r.CustomTools = []runnel.ToolSpec{{Name: "t", InputSchema: runnel.PermissiveSchema(), Call: &runnel.DirectCall{Method: "PATCH", Path: "/x"}}}
+		}, `Tool "t" has call.method "PATCH"; use GET, POST, PUT or DELETE.`},
 		{"unknown builtin", func(r *runnel.RunRequest) { r.Tools = []string{"read", "WebFetch"} },
 			`Unknown builtin tool "WebFetch" in tools; the builtins are read, write, edit, ls, find, grep, bash.`},
 		{"filesystem policy on local", func(r *runnel.RunRequest) {

@@ -12,6 +12,30 @@
 //		return err // refused: nothing ran
 //	}
 //	fmt.Println(res.Status, res.Output)
+//
+// A run's pieces, in the order Run puts them together:
+//
+//   - plan.go checks the request and reads the permission plan
+//     (DESIGN §5.1; absent is allow_reads, malformed asks for everything,
+//     dropped rules are notices).
+//   - resume.go reads the replayed conversation (DESIGN §5.4): the calls a
+//     paused turn left waiting, the answers that settle them (approvals,
+//     browser outputs, kept in a permission.Store), the ones a newer user
+//     message superseded, and, with Options.InteractionSecret, refuses an
+//     approval that is not signed for a call runnel parked.
+//   - workspace.go opens the run's workspace when it needs one, writes the
+//     request's skills, harnessFiles and agentsMd into it, and builds the
+//     granted builtins there; it is removed when the run ends.
+//   - dispatch.go is the native loop's Dispatcher: the permission gate
+//     every call passes (runnel's relay for callback and direct tools, the
+//     harness for builtins, the browser for client tools). It runs a call,
+//     answers it (a denial, a stored output), or pauses the turn with a
+//     signed interaction (DESIGN §5.3).
+//
+// A paused run is a result (ok, status paused, every interaction listed),
+// never an error. The next request carries the answers in its messages,
+// so any Manager, on any replica, resumes it: a Manager keeps no state
+// between runs. docs/pause-resume.md is the contract for platforms.
 package run
 
 import (
@@ -68,6 +92,20 @@ type Options struct {
 	// ProviderBackoff is the first retry's wait of a model call (default:
 	// the provider policy's, 500ms).
 	ProviderBackoff time.Duration
+	// InteractionSecret, when set, signs every interaction a run pauses
+	// for (DESIGN §5.4), and a resume whose approval does not carry the
+	// signature of a call runnel parked is refused. It must be the same on
+	// every replica that may resume a turn. Empty means no signing.
+	InteractionSecret []byte
+	// WorkspaceRoot is where each run's workspace directory is created
+	// (default: os.TempDir()/runnel-workspaces).
+	WorkspaceRoot string
+	// KeepWorkspace leaves each run's workspace on disk when the run ends,
+	// for debugging; by default it is removed.
+	KeepWorkspace bool
+	// Builtins configures the builtin tools (bash timeouts and output
+	// caps); nil means their defaults.
+	Builtins *tools.BuiltinOptions
 }
 
 // Manager runs requests. It is safe for concurrent use; it holds no state
@@ -144,10 +182,23 @@ func (m *Manager) Run(ctx context.Context, req *runnel.RunRequest, sink runnel.S
 	}
 	sink = red.Sink(sink)
 
+	ws, err := m.openWorkspace(p)
+	if err != nil {
+		return nil, err
+	}
+	if ws != nil {
+		defer func() {
+			if err := ws.Close(); err != nil {
+				log.Warn("workspace cleanup", "err", err)
+			}
+		}()
+	}
+	g, advert := m.gate(p, ws)
+
 	rctx, cancel := context.WithTimeoutCause(ctx, p.total, errTotalTimeout)
 	defer cancel()
 	start := time.Now()
-	log.InfoContext(ctx, "run start", "tools", len(p.advert), "max_steps", p.maxSteps)
+	log.InfoContext(ctx, "run start", "tools", len(advert), "max_steps", p.maxSteps, "parked", len(p.resume.parked))
 	for _, n := range p.notices {
 		sink.Emit(runnel.Event{Type: runnel.EventNotice, Text: n})
 	}
@@ -156,8 +207,9 @@ func (m *Manager) Run(ctx context.Context, req *runnel.RunRequest, sink runnel.S
 		ModelID:    p.model.id,
 		System:     p.prompt.System,
 		Messages:   p.prompt.Messages,
-		Tools:      p.advert,
-		Dispatcher: dispatcher{p.tools},
+		Tools:      advert,
+		Dispatcher: g,
+		Parked:     p.resume.parked,
 		MaxSteps:   p.maxSteps,
 		Parallel:   m.opts.ToolParallel,
 		Logger:     log,
@@ -229,20 +281,10 @@ func capabilities() *runnel.Capabilities {
 		Images:          true,
 		ToolCalls:       true,
 		Reasoning:       true,
+		Permissions:     true,
 		Usage:           true,
 		StreamingDeltas: true,
 	}
-}
-
-// dispatcher executes every call through the run's tool registry. The
-// permission plan, client tools and builtins slot in here: they decide a
-// verdict other than Execute.
-type dispatcher struct{ reg *tools.Registry }
-
-func (d dispatcher) Dispatch(_ context.Context, c native.Call) native.Verdict {
-	return native.Execute(func(ctx context.Context) native.ToolResult {
-		return native.ToolResult(d.reg.Execute(ctx, tools.Call(c)))
-	})
 }
 
 func newRunID() string {

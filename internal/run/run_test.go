@@ -412,30 +412,47 @@ func TestRunFailures(t *testing.T) {
 	}
 }
 
-// TestNotices: what a run accepts but cannot act on yet is said, in the
-// stream and in the result, never silently dropped.
+// TestNotices: what a run accepts but does not act on as written is
+// said, in the stream and in the result, never silently dropped.
 func TestNotices(t *testing.T) {
 	llm := llmtest.NewServer(llmtest.Script{Rules: []llmtest.Rule{{Reply: llmtest.Reply{Text: "hi"}}}})
 	defer llm.Close()
-	req := baseRequest(llm, APIOpenAIChat, "hello")
-	req.Tools = nil // absent: the default builtins are granted
-	req.HarnessFiles = []runnel.File{{Path: ".claude/settings.json", Content: "{}"}}
-	rec := &recorder{}
-	res, err := NewManager(nil).Run(context.Background(), req, rec)
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name        string
+		permissions string
+		want        []string
+	}{
+		{"malformed permissions ask for everything", `"allow everything"`,
+			[]string{"The permissions were not understood (permissions must be an object), so every tool call will ask for approval."}},
+		{"dropped rules are named", `{"default":"allow","rules":[{"pattern":"Bash(","permission":"deny"},{"pattern":"Read","permission":"allow"},{"pattern":"Write"}]}`,
+			[]string{
+				`A permissions rule was dropped because it is not {pattern, permission} with a valid pattern and allow, ask or deny: {"pattern":"Bash(","permission":"deny"}`,
+				`A permissions rule was dropped because it is not {pattern, permission} with a valid pattern and allow, ask or deny: {"pattern":"Write"}`,
+			}},
+		{"a good plan says nothing", `{"default":"ask","rules":[{"pattern":"Read","permission":"allow"}]}`, nil},
 	}
-	want := []string{
-		"Builtin tools are not available in this runnel build yet; the granted builtins (read, bash, edit, write) were not offered to the model.",
-		"skills and harnessFiles were checked but not written: the native harness has no workspace in this runnel build yet.",
-	}
-	if diff := cmp.Diff(want, res.Notices); diff != "" {
-		t.Errorf("result notices (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]string{"notice: " + want[0], "notice: " + want[1]}, rec.summary()[:2]); diff != "" {
-		t.Errorf("first events (-want +got):\n%s", diff)
-	}
-	if !res.OK || res.Output != "hi" {
-		t.Errorf("run = ok %v output %q", res.OK, res.Output)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := baseRequest(llm, APIOpenAIChat, "hello")
+			req.Permissions = json.RawMessage(tt.permissions)
+			rec := &recorder{}
+			res, err := NewManager(nil).Run(context.Background(), req, rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, res.Notices); diff != "" {
+				t.Errorf("result notices (-want +got):\n%s", diff)
+			}
+			wantEvents := []string{}
+			for _, n := range tt.want {
+				wantEvents = append(wantEvents, "notice: "+n)
+			}
+			if diff := cmp.Diff(wantEvents, rec.summary()[:len(tt.want)]); diff != "" {
+				t.Errorf("first events (-want +got):\n%s", diff)
+			}
+			if !res.OK || res.Output != "hi" {
+				t.Errorf("run = ok %v output %q", res.OK, res.Output)
+			}
+		})
 	}
 }

@@ -34,8 +34,9 @@ func decodeRunContext(raw json.RawMessage) (map[string]any, error) {
 // applyBindings sets each bound argument path to its runContext value,
 // overriding whatever the model sent there (DESIGN §4.3): a bound field is
 // the platform's to fill, never the model's. A binding whose value is
-// missing from runContext leaves the argument as the model sent it. Without
-// bindings the arguments pass through byte for byte.
+// missing from runContext removes the model's value and leaves the field
+// absent, so the model still cannot fill it. Without bindings the
+// arguments pass through byte for byte.
 func applyBindings(input json.RawMessage, bindings map[string]string, runContext map[string]any) (json.RawMessage, error) {
 	if len(input) == 0 {
 		input = json.RawMessage(`{}`)
@@ -61,6 +62,7 @@ func applyBindings(input json.RawMessage, bindings map[string]string, runContext
 		}
 		v, ok := lookup(runContext, ref)
 		if !ok {
+			deletePath(args, p)
 			continue
 		}
 		if !setPath(args, p, v) {
@@ -70,7 +72,12 @@ func applyBindings(input json.RawMessage, bindings map[string]string, runContext
 	return json.Marshal(args)
 }
 
+// lookup reads the value at a dotted path. Only safe segments are
+// followed, so a crafted path reads nothing a JavaScript prototype holds.
 func lookup(m map[string]any, dotted string) (any, bool) {
+	if !safePath(dotted) {
+		return nil, false
+	}
 	var cur any = m
 	for _, key := range strings.Split(dotted, ".") {
 		obj, ok := cur.(map[string]any)
@@ -105,9 +112,52 @@ func setPath(args map[string]any, dotted string, v any) bool {
 	return true
 }
 
+// deletePath removes the value at a dotted path, if there is one.
+func deletePath(args map[string]any, dotted string) {
+	if !safePath(dotted) {
+		return
+	}
+	keys := strings.Split(dotted, ".")
+	cur := args
+	for _, k := range keys[:len(keys)-1] {
+		next, ok := cur[k].(map[string]any)
+		if !ok {
+			return
+		}
+		cur = next
+	}
+	delete(cur, keys[len(keys)-1])
+}
+
+// deepMerge lays overlay over base: two objects at one key merge, anything
+// else is replaced by the overlay's value. Keys that mean something to
+// JavaScript object prototypes are skipped.
+func deepMerge(base, overlay map[string]any) {
+	for k, v := range overlay {
+		if protoKey(k) {
+			continue
+		}
+		if sub, ok := v.(map[string]any); ok {
+			if dst, ok := base[k].(map[string]any); ok {
+				deepMerge(dst, sub)
+				continue
+			}
+			copied := map[string]any{}
+			deepMerge(copied, sub)
+			base[k] = copied
+			continue
+		}
+		base[k] = v
+	}
+}
+
+func protoKey(k string) bool { return k == "__proto__" || k == "constructor" || k == "prototype" }
+
+func safeSegment(k string) bool { return k != "" && !protoKey(k) }
+
 func safePath(dotted string) bool {
 	for _, k := range strings.Split(dotted, ".") {
-		if k == "" || k == "__proto__" || k == "constructor" || k == "prototype" {
+		if !safeSegment(k) {
 			return false
 		}
 	}

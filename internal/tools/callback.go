@@ -36,7 +36,11 @@ var errToolTimeout = errors.New("tool call timed out")
 // callback executes callback tools by POSTing the envelope of DESIGN §4.2
 // to the platform's endpoint.
 type callback struct {
-	endpoint      string
+	endpoint string
+	// base and mount confine direct calls (direct.go): the endpoint's
+	// origin, and the path prefix of the platform API behind it.
+	base          *url.URL
+	mount         string
 	authorization string
 	client        *http.Client
 	timeout       time.Duration
@@ -53,8 +57,11 @@ func newCallback(cb *runnel.ToolCallback, runContext map[string]any, o *Options)
 	// A redirect could carry the authorization to another origin; the
 	// platform's endpoint answers directly or not at all.
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	base, _ := url.Parse(cb.Endpoint) // New checked it
 	c := &callback{
 		endpoint:      cb.Endpoint,
+		base:          base,
+		mount:         mountOf(base.Path),
 		authorization: cb.Authorization,
 		client:        client,
 		timeout:       o.Timeout,
@@ -121,7 +128,7 @@ func (c *callback) execute(ctx context.Context, spec *runnel.ToolSpec, call Call
 	tctx, cancel := context.WithTimeoutCause(ctx, timeout, errToolTimeout)
 	defer cancel()
 	start := time.Now()
-	raw, status, err := c.post(tctx, body)
+	raw, status, err := c.send(tctx, http.MethodPost, c.endpoint, body)
 	c.log.DebugContext(ctx, "tool callback", "tool", spec.Name, "ref", ref, "status", status, "duration", time.Since(start))
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -146,14 +153,21 @@ func (c *callback) timeoutFor(spec *runnel.ToolSpec) time.Duration {
 	return c.timeout
 }
 
-// post sends the envelope and reads at most maxResponseBytes of the answer.
-// Errors are sentences without the URL, which may carry a credential.
-func (c *callback) post(ctx context.Context, body []byte) ([]byte, int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
+// send makes one request to the platform, with a JSON body unless body is
+// nil, and reads at most maxResponseBytes of the answer. Errors are
+// sentences without the URL, which may carry a credential.
+func (c *callback) send(ctx context.Context, method, target string, body []byte) ([]byte, int, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
 		return nil, 0, errors.New("the tool endpoint URL is not valid")
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("Accept", "application/json")
 	if c.authorization != "" {
 		req.Header.Set("Authorization", c.authorization)
@@ -207,6 +221,17 @@ func contentText(raw json.RawMessage) string {
 		return s
 	}
 	return string(raw)
+}
+
+// CapResult cuts a result from elsewhere (a browser's client-tool output)
+// to the size any tool result is held to: output over 1 MB becomes its
+// text, cut, with a note saying how much was left out.
+func CapResult(r Result) Result {
+	if len(r.Output) <= maxContentBytes {
+		return r
+	}
+	b := runnel.Block{Output: r.Output}
+	return textResult(capContent(b.OutputText()), r.IsError)
 }
 
 // capContent cuts s to maxContentBytes on a character boundary and says

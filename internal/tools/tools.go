@@ -1,11 +1,18 @@
 // Package tools holds a run's tool registry and the executors behind it:
-// today the callback executor (DESIGN §4.2), which POSTs each call to the
-// platform's toolCallback endpoint.
+// the callback executor (DESIGN §4.2), which POSTs each call to the
+// platform's toolCallback endpoint, and the direct executor (§4.3), which
+// calls a platform API route on the same origin. Client tools (§4.4) are
+// registered too, but the browser runs them: the caller pauses for them.
+// The builtins (§4.5, builtin_*.go) work in a run's sandbox.Workspace and
+// are built per run with NewBuiltins.
 //
 // A Registry is built once per run from the request's custom tool specs;
 // New refuses specs that cannot run, with a sentence the caller can act on.
 // Execute never fails the run: every problem is a Result with IsError, for
-// the model to read.
+// the model to read. The Registry decides nothing about permissions; the
+// caller asks first and then calls Execute, which applies contextBindings
+// (so a permission key or rule sees the model's arguments, never the
+// platform's bound values).
 //
 //	reg, err := tools.New(req.CustomTools, req.ToolCallback, &tools.Options{RunContext: req.RunContext})
 //	if err != nil {
@@ -22,6 +29,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 	"time"
 
@@ -136,16 +144,19 @@ func checkSpec(s *runnel.ToolSpec) error {
 		return invalid("Tool name %q is not valid: model APIs accept 1 to 64 letters, digits, '_' or '-' (^[a-zA-Z0-9_-]{1,64}$).", s.Name)
 	}
 	switch s.EffectiveKind() {
-	case runnel.ToolKindCallback:
+	case runnel.ToolKindCallback, runnel.ToolKindClient:
 	case runnel.ToolKindCode:
 		return invalid("Code tools are not supported by the sidecar.")
-	case runnel.ToolKindClient:
-		return invalid("Tool %q is a client tool (kind \"client\"); client tools are not supported by this runnel build yet.", s.Name)
 	default:
 		return invalid("Tool %q has unknown kind %q; use \"callback\", \"client\" or \"code\".", s.Name, s.Kind)
 	}
 	if s.TimeoutMs < 0 {
 		return invalid("Tool %q has a negative timeoutMs.", s.Name)
+	}
+	// A client tool's arguments go to the browser as the model wrote them;
+	// bound values and a platform call would be promises runnel cannot keep.
+	if s.EffectiveKind() == runnel.ToolKindClient && (len(s.ContextBindings) > 0 || s.Call != nil) {
+		return invalid("Tool %q is a client tool (the browser runs it); remove its contextBindings and call, which only apply to tools runnel executes.", s.Name)
 	}
 	for path, ref := range s.ContextBindings {
 		if !safePath(path) {
@@ -157,6 +168,9 @@ func checkSpec(s *runnel.ToolSpec) error {
 	}
 	if sch := bytes.TrimSpace(s.InputSchema); len(sch) == 0 || sch[0] != '{' || !json.Valid(sch) {
 		return invalid("Tool %q has an inputSchema that is not a JSON object.", s.Name)
+	}
+	if s.Call != nil {
+		return checkDirectCall(s.Name, s.Call)
 	}
 	return nil
 }
@@ -185,18 +199,43 @@ func (r *Registry) Spec(name string) (runnel.ToolSpec, bool) {
 	return r.specs[i], true
 }
 
+// IsClient reports whether name is a client tool, which the browser runs.
+func (r *Registry) IsClient(name string) bool {
+	s, ok := r.Spec(name)
+	return ok && s.EffectiveKind() == runnel.ToolKindClient
+}
+
+// BoundPaths returns the dotted argument paths the tool's contextBindings
+// set, sorted; nil when it has none. A permission key leaves them out: the
+// model's value there never reaches the tool.
+func (r *Registry) BoundPaths(name string) []string {
+	s, ok := r.Spec(name)
+	if !ok || len(s.ContextBindings) == 0 {
+		return nil
+	}
+	paths := make([]string, 0, len(s.ContextBindings))
+	for p := range s.ContextBindings {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	return paths
+}
+
 // Execute runs one call and returns what the model reads back. It returns
-// when ctx is done, with an error result.
+// when ctx is done, with an error result. The call's Input is the model's
+// arguments; contextBindings are applied here, after whatever permission
+// decision the caller made.
 func (r *Registry) Execute(ctx context.Context, c Call) Result {
 	spec, ok := r.Spec(c.Name)
 	switch {
 	case !ok:
 		return textResult(fmt.Sprintf("Tool '%s' is not available.", c.Name), true)
-	case spec.Call != nil:
-		return textResult(fmt.Sprintf("Tool '%s' is a direct platform call (call: %s %s); direct calls are not supported by this runnel build yet, so it did not run.",
-			c.Name, spec.Call.Method, spec.Call.Path), true)
+	case spec.EffectiveKind() == runnel.ToolKindClient:
+		return textResult(fmt.Sprintf("Tool '%s' is a client tool: the browser runs it, not runnel.", c.Name), true)
 	case r.callback == nil:
 		return textResult(fmt.Sprintf("Tool '%s' cannot be executed: no toolCallback is configured.", c.Name), true)
+	case spec.Call != nil:
+		return r.callback.direct(ctx, &spec, c)
 	}
 	return r.callback.execute(ctx, &spec, c)
 }

@@ -223,21 +223,6 @@ func TestCallbackUnreachable(t *testing.T) {
 	}
 }
 
-func TestDirectCallsAreNotSupportedYet(t *testing.T) {
-	p := newPlatform(t, okReply("should not run"))
-	s := spec("get_weather", "")
-	s.Call = &runnel.DirectCall{Method: "POST", Path: "/api/workflows/invoke"}
-	r := registry(t, p.URL, "", nil, s)
-	got := r.Execute(context.Background(), Call{ID: "c", Name: "get_weather", Input: json.RawMessage(`{}`)})
-	want := Result{IsError: true, Output: runnel.TextOutput("Tool 'get_weather' is a direct platform call (call: POST /api/workflows/invoke); direct calls are not supported by this runnel build yet, so it did not run.")}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("result (-want +got):\n%s", diff)
-	}
-	if p.hits != 0 {
-		t.Errorf("the platform was called %d times", p.hits)
-	}
-}
-
 func TestContextBindings(t *testing.T) {
 	p := newPlatform(t, okReply("ok"))
 	s := spec("get_user", "ref")
@@ -248,8 +233,9 @@ func TestContextBindings(t *testing.T) {
 	}
 	runContext := json.RawMessage(`{"run":{"kind":"test"},"workflow":{"variant":{"id":"var_abc","n":3}}}`)
 	r := registry(t, p.URL, "", &Options{RunContext: runContext}, s)
-	// The model tries to set a bound field; the binding wins.
-	r.Execute(context.Background(), Call{ID: "c", Name: "get_user", Input: json.RawMessage(`{"q":1.50,"target":{"workflow_variant_id":"evil","x":1}}`)})
+	// The model tries to set bound fields: the binding wins, and a bound
+	// field runContext has no value for is removed, not left to the model.
+	r.Execute(context.Background(), Call{ID: "c", Name: "get_user", Input: json.RawMessage(`{"q":1.50,"absent":"evil","target":{"workflow_variant_id":"evil","x":1}}`)})
 	var env struct {
 		Data struct {
 			Function struct {
@@ -277,6 +263,8 @@ func TestNewRefuses(t *testing.T) {
 	badBinding.ContextBindings = map[string]string{"__proto__.x": "$ctx.a"}
 	literalBinding := spec("b", "")
 	literalBinding.ContextBindings = map[string]string{"x": "literal"}
+	clientWithCall := withKind("c", runnel.ToolKindClient)
+	clientWithCall.Call = &runnel.DirectCall{Method: "GET", Path: "/x"}
 	badSchema := spec("s", "")
 	badSchema.InputSchema = json.RawMessage(`[]`)
 	tests := []struct {
@@ -292,8 +280,26 @@ func TestNewRefuses(t *testing.T) {
 		{"duplicate", []runnel.ToolSpec{spec("a", ""), spec("a", "")}, cb,
 			`Tool name "a" is declared more than once in customTools; tool names must be unique.`},
 		{"code tool", []runnel.ToolSpec{withKind("c", runnel.ToolKindCode)}, cb, "Code tools are not supported by the sidecar."},
-		{"client tool", []runnel.ToolSpec{withKind("c", runnel.ToolKindClient)}, cb,
-			`Tool "c" is a client tool (kind "client"); client tools are not supported by this runnel build yet.`},
+		{"client tool with a call", []runnel.ToolSpec{clientWithCall}, cb,
+			`Tool "c" is a client tool (the browser runs it); remove its contextBindings and call, which only apply to tools runnel executes.`},
+		{"direct call method", []runnel.ToolSpec{direct("d", &runnel.DirectCall{Method: "PATCH", Path: "/x"})}, cb,
+			`Tool "d" has call.method "PATCH"; use GET, POST, PUT or DELETE.`},
+		{"direct call to another host", []runnel.ToolSpec{direct("d", &runnel.DirectCall{Method: "GET", Path: "//evil.example/x"})}, cb,
+			`Tool "d" has call.path "//evil.example/x": it must be a path on the platform API starting with a single '/'.`},
+		{"direct call to an absolute URL", []runnel.ToolSpec{direct("d", &runnel.DirectCall{Method: "GET", Path: "https://evil.example/x"})}, cb,
+			`Tool "d" has call.path "https://evil.example/x": it must be a path on the platform API starting with a single '/'.`},
+		{"direct call climbing out", []runnel.ToolSpec{direct("d", &runnel.DirectCall{Method: "GET", Path: "/api/../admin"})}, cb,
+			`Tool "d" has call.path "/api/../admin": it must not contain '..' or backslashes.`},
+		{"direct call args_into __proto__", []runnel.ToolSpec{direct("d", &runnel.DirectCall{Method: "POST", Path: "/x", ArgsInto: "data.__proto__"})}, cb,
+			`Tool "d" has call.args_into "data.__proto__", which is not a dotted body path (empty, __proto__, constructor and prototype segments are refused).`},
+		{"direct call context constructor", []runnel.ToolSpec{direct("d", &runnel.DirectCall{Method: "POST", Path: "/x", Context: map[string]string{"constructor.prototype": "$ctx.a"}})}, cb,
+			`Tool "d" has a call.context path "constructor.prototype" that is not a dotted body path (empty, __proto__, constructor and prototype segments are refused).`},
+		{"direct call context literal", []runnel.ToolSpec{direct("d", &runnel.DirectCall{Method: "POST", Path: "/x", Context: map[string]string{"a": "b"}})}, cb,
+			`Tool "d" binds call body field "a" to "b"; call.context values must be "$ctx.<dotted.path>".`},
+		{"direct call body not an object", []runnel.ToolSpec{direct("d", &runnel.DirectCall{Method: "POST", Path: "/x", Body: json.RawMessage(`[1]`)})}, cb,
+			`Tool "d" has a call.body that is not a JSON object.`},
+		{"direct call without toolCallback", []runnel.ToolSpec{direct("d", &runnel.DirectCall{Method: "GET", Path: "/x"})}, nil,
+			`Tool "d" is a callback tool, but the request has no toolCallback; set toolCallback.endpoint to the URL that executes callback tools.`},
 		{"unknown kind", []runnel.ToolSpec{withKind("c", "magic")}, cb,
 			`Tool "c" has unknown kind "magic"; use "callback", "client" or "code".`},
 		{"callback without toolCallback", []runnel.ToolSpec{spec("a", "")}, nil,

@@ -10,13 +10,26 @@ import (
 	"github.com/runnel/runnel"
 )
 
+// pauseRule says what becomes of a step's runnable calls when another
+// call of the step pauses.
+type pauseRule int
+
+const (
+	// deferOnPause settles them with Deferred: a model step waits whole
+	// for the person, so nothing of it runs before they have answered.
+	deferOnPause pauseRule = iota
+	// runOnPause runs them anyway: on resume, a runnable call is one a
+	// person has answered, and waiting would answer nobody.
+	runOnPause
+)
+
 // dispatch gives every call of one step its verdict, in call order, then
-// either runs the executable ones (a bounded number at once) or, when any
-// call pauses, settles them as Deferred. It returns the result of each
-// settled call by index and the interactions of the paused ones. Results
-// are emitted in call order, whatever order the executions finish in, so a
-// stream reads the same way every time.
-func (s *state) dispatch(ctx context.Context, calls []runnel.Block) (map[int]ToolResult, []runnel.Interaction) {
+// runs the executable ones (a bounded number at once), unless a call
+// pauses and the rule defers them. It returns the result of each settled
+// call by index and the interactions of the paused ones. Results and
+// interaction requests are emitted in call order, whatever order the
+// executions finish in, so a stream reads the same way every time.
+func (s *state) dispatch(ctx context.Context, calls []runnel.Block, rule pauseRule) (map[int]ToolResult, []runnel.Interaction) {
 	verdicts := make([]Verdict, len(calls))
 	var interactions []runnel.Interaction
 	for i, c := range calls {
@@ -26,7 +39,7 @@ func (s *state) dispatch(ctx context.Context, calls []runnel.Block) (map[int]Too
 		}
 	}
 	results := make(map[int]ToolResult, len(calls))
-	if len(interactions) > 0 {
+	if len(interactions) > 0 && rule == deferOnPause {
 		for i, v := range verdicts {
 			switch {
 			case v.pause != nil:
@@ -43,11 +56,16 @@ func (s *state) dispatch(ctx context.Context, calls []runnel.Block) (map[int]Too
 	}
 	done, wait := s.execute(ctx, verdicts)
 	for i := range calls {
-		results[i] = <-done[i]
-		s.emitResult(calls[i], results[i])
+		r := <-done[i]
+		if it := verdicts[i].pause; it != nil {
+			s.sink.Emit(runnel.Event{Type: runnel.EventInteractionRequest, Interaction: it})
+			continue
+		}
+		results[i] = r
+		s.emitResult(calls[i], r)
 	}
 	wait()
-	return results, nil
+	return results, interactions
 }
 
 // execute starts the executable verdicts, at most Parallel at once, and

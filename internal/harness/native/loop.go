@@ -21,7 +21,10 @@ const (
 type phase int
 
 const (
-	phaseCallModel phase = iota
+	// phaseResume settles the calls a paused turn left waiting and puts the
+	// replayed history in the order model APIs require.
+	phaseResume phase = iota
+	phaseCallModel
 	phaseRunTools
 	phaseFinish
 )
@@ -58,13 +61,15 @@ func Run(ctx context.Context, t *Turn, sink runnel.Sink) (*Outcome, error) {
 	for _, tool := range t.Tools {
 		s.tools[tool.Name] = tool
 	}
-	ph := phaseCallModel
+	ph := phaseResume
 	for {
 		if err := ctx.Err(); err != nil {
 			return &s.out, context.Cause(ctx)
 		}
 		var err error
 		switch ph {
+		case phaseResume:
+			ph = s.resume(ctx)
 		case phaseCallModel:
 			ph, err = s.callModel(ctx)
 		case phaseRunTools:
@@ -165,22 +170,8 @@ func endReason(apiReason string) string {
 func (s *state) runTools(ctx context.Context) phase {
 	calls := s.calls
 	s.calls = nil
-	results, interactions := s.dispatch(ctx, calls)
-	msg := runnel.Message{Role: runnel.RoleTool}
-	for i, c := range calls {
-		r, ok := results[i]
-		if !ok {
-			continue // paused: answered by the next request
-		}
-		msg.Content = append(msg.Content, runnel.Block{
-			Type: runnel.BlockToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName,
-			Output: r.Output, IsError: r.IsError,
-		})
-	}
-	if len(msg.Content) > 0 {
-		s.history = append(s.history, msg)
-		s.out.Messages = append(s.out.Messages, msg)
-	}
+	results, interactions := s.dispatch(ctx, calls, deferOnPause)
+	s.addResults(calls, results)
 	switch {
 	case len(interactions) > 0:
 		s.out.Interactions = interactions
@@ -191,6 +182,26 @@ func (s *state) runTools(ctx context.Context) phase {
 		return phaseFinish
 	}
 	return phaseCallModel
+}
+
+// addResults answers the settled calls in one tool message, in call
+// order. A paused call gets no result: the next request answers it.
+func (s *state) addResults(calls []runnel.Block, results map[int]ToolResult) {
+	msg := runnel.Message{Role: runnel.RoleTool}
+	for i, c := range calls {
+		r, ok := results[i]
+		if !ok {
+			continue
+		}
+		msg.Content = append(msg.Content, runnel.Block{
+			Type: runnel.BlockToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName,
+			Output: r.Output, IsError: r.IsError,
+		})
+	}
+	if len(msg.Content) > 0 {
+		s.history = append(s.history, msg)
+		s.out.Messages = append(s.out.Messages, msg)
+	}
 }
 
 // partStream turns a model's chunks into message and thought events. Each

@@ -3,6 +3,12 @@
 // model answers without calling a tool, a step limit is reached, or a tool
 // call must wait for someone outside the run (a pause).
 //
+// A run of the loop is a for over explicit phases (loop.go): resume, call
+// the model, run its tools, finish. Resume (resume.go) settles the calls a
+// previous, paused turn left waiting (Turn.Parked), through the same
+// Dispatcher, and then puts every tool result of the replayed history right
+// after the call it answers (history.go), as every model API requires.
+//
 // The loop knows nothing about HTTP or a vendor API. It talks to a Model
 // (one streaming method, which every provider adapter has) and to a
 // Dispatcher that decides what becomes of each tool call:
@@ -18,8 +24,13 @@
 //	fmt.Println(out.StopReason, out.Output)
 //
 // Events go to the sink as they happen (message and thought parts, tool
-// calls and results, per-step usage, done). A failure is returned as an
-// error with the partial Outcome; the caller reports it.
+// calls and results, interaction requests, per-step usage, done). A failure
+// is returned as an error with the partial Outcome; the caller reports it.
+//
+// The loop does not decide permissions: the Dispatcher does, and answers
+// each call with a Verdict (Execute, Answer or Pause). When a model step
+// has a paused call, the step's other runnable calls are settled with
+// Deferred and the turn ends paused with one interaction per paused call.
 package native
 
 import (
@@ -113,6 +124,17 @@ type Turn struct {
 	// answered with a tool error.
 	Tools      []provider.Tool
 	Dispatcher Dispatcher
+	// Parked are tool_call blocks of Messages that a paused turn left
+	// waiting for a person or a browser (DESIGN §5.4). Before it calls the
+	// model, the loop emits each again as a tool_call, gives it its verdict
+	// from the Dispatcher, and answers it in a tool message; a call the
+	// Dispatcher pauses again ends the turn paused without a model call.
+	// Unlike a model step, the answered calls run even when another one
+	// pauses: a person approved them, and nothing is left to wait for.
+	// The result the loop adds is what the model reads for each: it
+	// replaces any other answer Messages holds for the call (a browser's
+	// output block) and approval blocks are never shown to the model.
+	Parked []runnel.Block
 	// MaxSteps caps model calls (default 50).
 	MaxSteps int
 	// MaxTokens caps one model answer (0: the adapter's default).

@@ -1,0 +1,144 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/harness/native"
+	"github.com/runnel/runnel/internal/permission"
+	"github.com/runnel/runnel/internal/tools"
+)
+
+// approvalOptions are what a person may answer to an approval request.
+func approvalOptions() []string { return []string{"approve", "deny"} }
+
+// interactionID names the interaction of a parked call. It is derived from
+// the call, not random, so the same paused turn sent twice asks the same
+// question under the same id, and a resume on any replica can check an
+// approval's signature without state.
+func interactionID(toolCallID string) string { return "int_" + toolCallID }
+
+// gatedTool is what the gate knows about one tool the model may call.
+type gatedTool struct {
+	executor permission.Executor
+	// specPermission is the spec's own permission; empty when unset.
+	specPermission string
+	readOnly       *bool
+	// boundPaths are the argument paths contextBindings fill; keys leave
+	// them out, since the model's value there never reaches the tool.
+	boundPaths []string
+	// render is passed through to a client tool's interaction.
+	render json.RawMessage
+	// run executes the call; nil for a client tool, which the browser runs.
+	run func(ctx context.Context, c native.Call) native.ToolResult
+}
+
+// gate is the run's native.Dispatcher: every call passes the permission
+// plan (DESIGN §5.1) before it runs, is answered, or pauses the turn. It
+// consumes the answers the replayed conversation carries (the store) and
+// answers the parked calls a newer user message superseded.
+type gate struct {
+	tools      map[string]*gatedTool
+	plan       permission.Plan
+	store      *permission.Store
+	superseded map[string]bool
+	// stale calls are settled by their answers, but never pause again.
+	stale  map[string]bool
+	secret []byte
+}
+
+// Dispatch decides one call. The order matters: a superseded call is
+// settled before the policy is read (the person moved on; not even an
+// allow should run it now), a deny stands before any stored answer, and a
+// client tool is the browser's to answer, so allow and ask both serve its
+// stored output or pause for it.
+func (g *gate) Dispatch(_ context.Context, c native.Call) native.Verdict {
+	t, ok := g.tools[c.Name]
+	if !ok {
+		return native.Answer(native.TextResult(fmt.Sprintf("Tool '%s' is not available.", c.Name), true))
+	}
+	if g.superseded[c.ID] {
+		return native.Answer(native.TextResult(supersededText(c.Name), true))
+	}
+	key, _ := permission.Key(c.Name, c.Input, permission.KeyOptions{BoundPaths: t.boundPaths})
+	verdict, decision := g.plan.Decide(permission.Gate{
+		Executor:       t.executor,
+		ToolName:       c.Name,
+		Args:           c.Input,
+		SpecPermission: t.specPermission,
+		ReadOnly:       t.readOnly,
+	}, g.store, c.ID, key)
+	switch {
+	case verdict == permission.VerdictDeny && decision != nil:
+		return native.Answer(native.TextResult(declinedText(c.Name, decision.Reason), true))
+	case verdict == permission.VerdictDeny:
+		return native.Answer(native.TextResult(policyDeniedText(c.Name), true))
+	case t.run == nil:
+		if out, ok := g.store.TakeOutput(c.ID, key); ok {
+			return native.Answer(native.ToolResult(tools.CapResult(tools.Result{Output: out.Output, IsError: out.IsError})))
+		}
+		return g.pause(runnel.InteractionClientTool, c, t.render)
+	case verdict == permission.VerdictPending:
+		return g.pause(runnel.InteractionApproval, c, nil)
+	}
+	return native.Execute(func(ctx context.Context) native.ToolResult { return t.run(ctx, c) })
+}
+
+// pause parks the call behind an interaction, signed when the run has a
+// secret, so a resume can prove its answer is for this very call. A stale
+// call (its turn is over: the person wrote since) is superseded instead.
+func (g *gate) pause(kind runnel.InteractionKind, c native.Call, render json.RawMessage) native.Verdict {
+	if g.stale[c.ID] {
+		return native.Answer(native.TextResult(supersededText(c.Name), true))
+	}
+	it := runnel.Interaction{
+		ID: interactionID(c.ID), Kind: kind, ToolCallID: c.ID, ToolName: c.Name, Input: c.Input, Render: render,
+	}
+	if kind == runnel.InteractionApproval {
+		it.Options = approvalOptions()
+	}
+	if len(g.secret) > 0 {
+		sig, err := permission.Sign(g.secret, it.ID, it.ToolCallID, it.ToolName, signedInput(c.Input))
+		if err != nil {
+			return native.Answer(native.TextResult(fmt.Sprintf(
+				"Tool '%s' cannot be sent for approval: its arguments cannot be signed (%v). Retry the tool call with plain JSON arguments.",
+				c.Name, err), true))
+		}
+		it.Signature = sig
+	}
+	return native.Pause(it)
+}
+
+// signedInput is a call's arguments as the interaction shows them: absent
+// or null arguments are the empty object, as the loop reads them.
+func signedInput(input json.RawMessage) json.RawMessage {
+	if t := strings.TrimSpace(string(input)); t == "" || t == "null" {
+		return json.RawMessage(`{}`)
+	}
+	return input
+}
+
+// The sentences a model reads when a call does not run. Each says what
+// happened, whether retrying can change it, and what to do instead: a
+// model given no next action invents one (a denied call retried in a
+// reshaped form is the usual invention). They all start "Tool call
+// execution denied." so a platform can recognise a denial.
+
+func declinedText(name, reason string) string {
+	s := fmt.Sprintf("Tool call execution denied. The user declined this '%s' call", name)
+	if r := strings.TrimSpace(reason); r != "" {
+		s += fmt.Sprintf(", saying: %q", r)
+	}
+	return s + ". This is their decision about this call, not a temporary block: do not send it again or a reshaped version of it; ask the user what they would like to do instead."
+}
+
+func policyDeniedText(name string) string {
+	return fmt.Sprintf("Tool call execution denied. The permission policy of this run does not allow the tool '%s', whatever its arguments; this does not change while the conversation continues. Do not call it again; tell the user it is unavailable and ask what they would like to do instead.", name)
+}
+
+func supersededText(name string) string {
+	return fmt.Sprintf("Tool call execution denied. The user sent a new message instead of answering the request to run this '%s' call, so it did not run. Answer their new message; call the tool again only if it still fits what they ask.", name)
+}

@@ -1,0 +1,85 @@
+package run
+
+import (
+	"context"
+	"maps"
+	"strings"
+
+	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/harness/native"
+	"github.com/runnel/runnel/internal/permission"
+	"github.com/runnel/runnel/internal/provider"
+	"github.com/runnel/runnel/internal/sandbox"
+	"github.com/runnel/runnel/internal/tools"
+)
+
+// needsWorkspace reports whether the run has anything to do in a
+// workspace: builtins to run there, or files to put there. A run without
+// either gets none, so a plain chat turn touches no disk.
+func needsWorkspace(p *plan) bool {
+	r := p.req
+	return len(p.grants) > 0 || len(r.Skills) > 0 || len(r.HarnessFiles) > 0 || strings.TrimSpace(r.AgentsMd) != ""
+}
+
+// openWorkspace creates the run's workspace (DESIGN §6, "local") and
+// writes the request's skills, harnessFiles and agentsMd into it, or
+// returns nil when the run needs none. The caller closes it, which removes
+// it unless Options.KeepWorkspace. A file that cannot be written refuses
+// the run before anything ran.
+func (m *Manager) openWorkspace(p *plan) (*sandbox.Workspace, error) {
+	if !needsWorkspace(p) {
+		return nil, nil
+	}
+	ws, err := sandbox.NewWorkspace(m.opts.WorkspaceRoot, &sandbox.WorkspaceOptions{Keep: m.opts.KeepWorkspace})
+	if err != nil {
+		p.log.Error("workspace", "err", err)
+		return nil, &runnel.Error{Code: runnel.CodeInternal, Err: err}
+	}
+	steps := []struct {
+		what  string
+		write func() error
+	}{
+		{"skills", func() error { return ws.WriteSkills(p.req.Skills) }},
+		{"harnessFiles", func() error { return ws.WriteFiles(p.req.HarnessFiles) }},
+		{"agentsMd", func() error { return ws.WriteAgentsMd(p.req.AgentsMd) }},
+	}
+	for _, s := range steps {
+		if err := s.write(); err != nil {
+			_ = ws.Close()
+			return nil, invalid("The %s could not be written into the workspace: %s.", s.what, strings.TrimSuffix(err.Error(), "."))
+		}
+	}
+	return ws, nil
+}
+
+// gate builds the run's permission gate and what the model is offered:
+// the custom tools of the plan, then the granted builtins working in ws.
+// Read-only builtins (read, ls, find, grep) count as reads under the
+// allow_reads default; the others ask.
+func (m *Manager) gate(p *plan, ws *sandbox.Workspace) (*gate, []provider.Tool) {
+	g := &gate{
+		tools:      maps.Clone(p.gated),
+		plan:       p.perm,
+		store:      p.resume.store,
+		superseded: p.resume.superseded,
+		stale:      p.resume.stale,
+		secret:     m.opts.InteractionSecret,
+	}
+	advert := append([]provider.Tool(nil), p.advert...)
+	if ws == nil || len(p.grants) == 0 {
+		return g, advert
+	}
+	for _, b := range tools.NewBuiltins(p.grants, ws, m.opts.Builtins) {
+		readOnly := b.ReadOnly
+		run := b.Run
+		g.tools[b.Name] = &gatedTool{
+			executor: permission.ExecutorHarness,
+			readOnly: &readOnly,
+			run: func(ctx context.Context, c native.Call) native.ToolResult {
+				return native.ToolResult(run(ctx, c.Input))
+			},
+		}
+		advert = append(advert, provider.Tool{Name: b.Name, Description: b.Description, Schema: b.Schema})
+	}
+	return g, advert
+}

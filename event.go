@@ -1,6 +1,7 @@
 package runnel
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 )
@@ -211,3 +212,18 @@ type Discard struct{}
 
 // Emit does nothing.
 func (Discard) Emit(Event) {}
+
+type requestIDKey struct{}
+
+// WithRequestID returns ctx carrying the id of the request that started a
+// run, so the server's request id and the run's id in logs and results are
+// one and the same.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// RequestID returns the id WithRequestID stored in ctx, or "".
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}

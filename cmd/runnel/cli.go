@@ -136,6 +136,9 @@ Each flag has a RUNNEL_* variable; a flag wins over its variable. ` + "`runnel C
   RUNNEL_FIRST_TOKEN_TIMEOUT  longest wait for a step's first chunk (2m)
   RUNNEL_TOOL_TIMEOUT         callback tool timeout when its spec sets none (30s)
   RUNNEL_SHUTDOWN_GRACE       time in-flight runs get to finish after SIGTERM (30s)
+  RUNNEL_WORKSPACE_ROOT       directory holding per-run workspaces (a private dir under the temp dir)
+  RUNNEL_KEEP_WORKSPACES      keep workspaces after their runs (false)
+  RUNNEL_INTERACTION_SECRET   sign interactions and refuse resumes that do not match (off)
   RUNNEL_LOG_LEVEL            debug, info, warn or error (info)
   RUNNEL_LOG_FORMAT           json or text (json)
 Durations are Go durations: 30s, 5m, 1h30m.

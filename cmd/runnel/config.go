@@ -31,6 +31,11 @@ type Config struct {
 	FirstTokenTimeout time.Duration
 	ToolTimeout       time.Duration
 	ShutdownGrace     time.Duration
+	WorkspaceRoot     string
+	KeepWorkspaces    bool
+	// InteractionSecret signs interactions (RUNNEL_INTERACTION_SECRET, no
+	// flag so it never shows in ps); never logged.
+	InteractionSecret string
 	LogLevel          slog.Level
 	LogFormat         string // json or text
 }
@@ -64,6 +69,8 @@ func settings() []struct {
 		{"run", s{"idle-timeout", "RUNNEL_IDLE_TIMEOUT", "2m", "longest silence from the model within a step", "duration"}},
 		{"run", s{"first-token-timeout", "RUNNEL_FIRST_TOKEN_TIMEOUT", "2m", "longest wait for a step's first chunk", "duration"}},
 		{"run", s{"tool-timeout", "RUNNEL_TOOL_TIMEOUT", "30s", "timeout of a callback tool whose spec sets none", "duration"}},
+		{"run", s{"workspace-root", "RUNNEL_WORKSPACE_ROOT", "", "directory under which each run gets its workspace (default: a private dir under the system temp dir)", "dir"}},
+		{"run", s{"keep-workspaces", "RUNNEL_KEEP_WORKSPACES", "false", "keep each run's workspace after the run instead of removing it", "bool"}},
 		{"log", s{"log-level", "RUNNEL_LOG_LEVEL", "info", "debug, info, warn or error", "level"}},
 		{"log", s{"log-format", "RUNNEL_LOG_FORMAT", "json", "json or text", "format"}},
 	}
@@ -160,6 +167,19 @@ func (c *config) duration(name string) time.Duration {
 	return d
 }
 
+// bool reads true/false (also 1/0, yes/no).
+func (c *config) bool(name string) bool {
+	v, from := c.raw(name)
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true", "1", "yes":
+		return true
+	case "false", "0", "no":
+		return false
+	}
+	c.fail(from, v, "is not a boolean; use true or false")
+	return false
+}
+
 func (c *config) logLevel() slog.Level {
 	v, from := c.raw("log-level")
 	var l slog.Level
@@ -228,6 +248,12 @@ func (c *config) load() (*Config, error) {
 		cfg.IdleTimeout = c.duration("idle-timeout")
 		cfg.FirstTokenTimeout = c.duration("first-token-timeout")
 		cfg.ToolTimeout = c.duration("tool-timeout")
+		cfg.WorkspaceRoot = c.str("workspace-root")
+		cfg.KeepWorkspaces = c.bool("keep-workspaces")
+		cfg.InteractionSecret = strings.TrimSpace(c.getenv("RUNNEL_INTERACTION_SECRET"))
+		if cfg.InteractionSecret != "" && len(cfg.InteractionSecret) < 16 {
+			c.errs = append(c.errs, errors.New("RUNNEL_INTERACTION_SECRET is shorter than 16 characters; generate one with: openssl rand -hex 32"))
+		}
 	}
 	if c.groups["log"] {
 		cfg.LogLevel = c.logLevel()
@@ -266,7 +292,7 @@ func (cfg *Config) logger(w io.Writer) *slog.Logger {
 	if cfg.LogFormat == "text" {
 		h = slog.NewTextHandler(w, opts)
 	}
-	return slog.New(redact.New(cfg.Token).Handler(h))
+	return slog.New(redact.New(cfg.Token, cfg.InteractionSecret).Handler(h))
 }
 
 func (cfg *Config) runOptions(log *slog.Logger) *run.Options {
@@ -277,7 +303,18 @@ func (cfg *Config) runOptions(log *slog.Logger) *run.Options {
 		IdleTimeout:       cfg.IdleTimeout,
 		FirstTokenTimeout: cfg.FirstTokenTimeout,
 		ToolTimeout:       cfg.ToolTimeout,
+		WorkspaceRoot:     cfg.WorkspaceRoot,
+		KeepWorkspace:     cfg.KeepWorkspaces,
+		InteractionSecret: cfg.interactionSecret(),
 	}
+}
+
+// interactionSecret is nil when signing is off, never an empty key.
+func (cfg *Config) interactionSecret() []byte {
+	if cfg.InteractionSecret == "" {
+		return nil
+	}
+	return []byte(cfg.InteractionSecret)
 }
 
 func (cfg *Config) serverOptions(log *slog.Logger, harnesses []string) *server.Options {

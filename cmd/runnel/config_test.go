@@ -70,6 +70,15 @@ func TestConfig(t *testing.T) {
 		{name: "an empty variable is unset", env: map[string]string{"RUNNEL_PORT": ""}, want: with(func(*Config) {})},
 		{name: "body size in bytes", env: map[string]string{"RUNNEL_MAX_BODY_BYTES": "1000"},
 			want: with(func(c *Config) { c.MaxBodyBytes = 1000 })},
+		{name: "workspaces and signing", env: map[string]string{"RUNNEL_WORKSPACE_ROOT": "/srv/runnel", "RUNNEL_KEEP_WORKSPACES": "true",
+			"RUNNEL_INTERACTION_SECRET": "0123456789abcdef0123"},
+			want: with(func(c *Config) {
+				c.WorkspaceRoot, c.KeepWorkspaces, c.InteractionSecret = "/srv/runnel", true, "0123456789abcdef0123"
+			})},
+		{name: "bad boolean", env: map[string]string{"RUNNEL_KEEP_WORKSPACES": "sometimes"},
+			err: `RUNNEL_KEEP_WORKSPACES="sometimes" is not a boolean; use true or false`},
+		{name: "short interaction secret", env: map[string]string{"RUNNEL_INTERACTION_SECRET": "short"},
+			err: "RUNNEL_INTERACTION_SECRET is shorter than 16 characters; generate one with: openssl rand -hex 32"},
 		{name: "token file", args: []string{"--token-file", tokenFile}, want: with(func(c *Config) { c.Token = "file-token-1234" })},
 		{name: "bad number", env: map[string]string{"RUNNEL_PORT": "http"},
 			err: `RUNNEL_PORT="http" is not a whole number from 0 to 65535`},

@@ -96,11 +96,7 @@ func TestReadOnlyBuiltinsCountAsReads(t *testing.T) {
 	if diff := cmp.Diff([]string{"tool:tool_result:c_read:" + deferredText + " (error)"}, shape(first.Messages[1:])); diff != "" {
 		t.Errorf("paused turn's results (-want +got):\n%s", diff)
 	}
-	var offered []string
-	for _, name := range llm.Requests()[0].Conversation.Tools {
-		offered = append(offered, name)
-	}
-	if diff := cmp.Diff([]string{"read", "write", "edit", "bash"}, offered); diff != "" {
+	if diff := cmp.Diff([]string{"read", "write", "edit", "bash"}, llm.Requests()[0].Conversation.Tools); diff != "" {
 		t.Errorf("tools offered (-want +got):\n%s", diff)
 	}
 	// Approved on resume, the write happens in a fresh workspace made from

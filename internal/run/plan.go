@@ -58,11 +58,16 @@ type plan struct {
 // invalid_request) for the first thing that cannot run. The order puts
 // what a caller most needs to hear first: a harness that is not there
 // makes every other field moot.
-func (m *Manager) plan(req *runnel.RunRequest) (*plan, error) {
+// plan validates req. runID names the run; empty means a fresh one (the
+// server passes its request id, so logs and results share one id).
+func (m *Manager) plan(req *runnel.RunRequest, runID string) (*plan, error) {
+	if runID == "" {
+		runID = newRunID()
+	}
 	if req == nil {
 		return nil, invalid("The request is empty.")
 	}
-	p := &plan{req: req, runID: newRunID(), red: redact.New(secretValues(req)...)}
+	p := &plan{req: req, runID: runID, red: redact.New(secretValues(req)...)}
 	p.log = slog.New(p.red.Handler(m.log.Handler())).With(
 		"run_id", p.runID, "session_id", req.SessionID, "harness", "native", "model", req.Model)
 	checks := []func(*plan) error{

@@ -205,7 +205,7 @@ func TestLimits(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			req := validRequest()
 			req.Limits = tt.limits
-			p, err := m.plan(req)
+			p, err := m.plan(req, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -268,7 +268,7 @@ func TestGoldenRequests(t *testing.T) {
 					f.apply(&req)
 					continue
 				}
-				p, err := m.plan(&req)
+				p, err := m.plan(&req, "")
 				if err != nil {
 					t.Fatalf("the fixed request does not plan: %v", err)
 				}

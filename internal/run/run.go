@@ -161,7 +161,7 @@ var errTotalTimeout = errors.New("run total timeout")
 // code says why); otherwise the result says how the run ended, and the
 // stream ended with done.
 func (m *Manager) Run(ctx context.Context, req *runnel.RunRequest, sink runnel.Sink) (*runnel.Result, error) {
-	p, err := m.plan(req)
+	p, err := m.plan(req, runnel.RequestID(ctx))
 	if err != nil {
 		return nil, err
 	}

@@ -170,8 +170,6 @@ func (s *Server) route(method, path string, h http.Handler) {
 	})
 }
 
-type requestIDKey struct{}
-
 // ServeHTTP gives each request an id (echoed as X-Request-Id), counts it
 // in flight for Serve's drain, routes it and logs it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -180,7 +178,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := requestID(r.Header.Get("X-Request-Id"))
 	w.Header().Set("X-Request-Id", id)
-	r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+	r = r.WithContext(runnel.WithRequestID(r.Context(), id))
 	rec := &statusRecorder{ResponseWriter: w}
 	s.mux.ServeHTTP(rec, r)
 	level := slog.LevelInfo
@@ -210,8 +208,7 @@ func NewRequestID() string {
 }
 
 func requestIDOf(r *http.Request) string {
-	id, _ := r.Context().Value(requestIDKey{}).(string)
-	return id
+	return runnel.RequestID(r.Context())
 }
 
 // statusRecorder remembers the status for the access log. Unwrap lets

@@ -103,7 +103,11 @@ func TestServeWithTheRealManager(t *testing.T) {
 		t.Errorf("record kinds (-want +got):\n%s", diff)
 	}
 	if last.Result == nil || !last.Result.OK || last.Result.Output != "Hello from mockllm. You said: hello there" {
-		t.Errorf("result record %+v", last.Result)
+		t.Fatalf("result record %+v", last.Result)
+	}
+	// The server's request id names the run too, in the result and the logs.
+	if id := resp.Header.Get("X-Request-Id"); id == "" || last.Result.RequestID != id || !strings.Contains(stderr.String(), `"run_id":"`+id+`"`) {
+		t.Errorf("X-Request-Id %q, result requestId %q: the run must carry the request's id", id, last.Result.RequestID)
 	}
 
 	// The real manager refuses a request with no user text before emitting.

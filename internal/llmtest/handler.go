@@ -48,6 +48,10 @@ type Handler struct {
 	closed   bool
 	active   sync.WaitGroup
 	requests []Request
+	// discard keeps requests from being recorded. Serve sets it: nobody
+	// can read its handler's requests, and a long session would otherwise
+	// keep every conversation, whole, for the life of the process.
+	discard bool
 
 	// observe, when set before the first request, sees every recorded
 	// request; tests use it to learn that a handler is about to hang.
@@ -117,9 +121,11 @@ func (h *Handler) Requests() []Request {
 }
 
 func (h *Handler) record(r Request) {
-	h.mu.Lock()
-	h.requests = append(h.requests, r)
-	h.mu.Unlock()
+	if !h.discard {
+		h.mu.Lock()
+		h.requests = append(h.requests, r)
+		h.mu.Unlock()
+	}
 	if h.observe != nil {
 		h.observe(r)
 	}

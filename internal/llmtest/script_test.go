@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"unicode/utf8"
 
@@ -336,6 +339,24 @@ func TestServeErrors(t *testing.T) {
 	}
 	if err := Serve(context.Background(), "127.0.0.1:notaport", DefaultScript(), nil); err == nil {
 		t.Error("Serve accepted an invalid address")
+	}
+}
+
+// TestServeKeepsNoRequests: `runnel mockllm` may answer for days, and every
+// step of a conversation repeats the whole history.
+func TestServeKeepsNoRequests(t *testing.T) {
+	h := serveHandler(DefaultScript(), slog.New(slog.DiscardHandler))
+	var seen atomic.Int64
+	h.observe = func(Request) { seen.Add(1) }
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	for range 3 {
+		if status, body := post(t, &Server{URL: ts.URL}, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`); status != http.StatusOK {
+			t.Fatalf("status %d: %s", status, body)
+		}
+	}
+	if n := len(h.Requests()); seen.Load() != 3 || n != 0 {
+		t.Errorf("%d requests answered, %d kept; want 3 answered and none kept", seen.Load(), n)
 	}
 }
 

@@ -55,6 +55,14 @@ func (s *Server) Close() {
 	s.handler.Close()
 }
 
+// serveHandler is Serve's handler: it logs, and records no requests.
+func serveHandler(s Script, logger *slog.Logger) *Handler {
+	h := NewHandler(s)
+	h.logger = logger
+	h.discard = true
+	return h
+}
+
 // shutdownGrace is how long Serve lets responses in flight finish.
 const shutdownGrace = 2 * time.Second
 
@@ -69,8 +77,7 @@ func Serve(ctx context.Context, addr string, s Script, logger *slog.Logger) erro
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	h := NewHandler(s)
-	h.logger = logger
+	h := serveHandler(s, logger)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("llmtest: listen on %s: %w", addr, err)

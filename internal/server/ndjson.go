@@ -40,6 +40,9 @@ type NDJSONWriter struct {
 	broken  bool      // the destination failed; nothing more is written
 	last    time.Time // when the last line was written
 	err     error     // the first encoding or write failure
+	// kaStopped is set when the keep-alive is stopped; a keep-alive
+	// callback that fires later writes nothing.
+	kaStopped bool
 }
 
 // NewNDJSONWriter returns a writer on w. flush, if not nil, is called after
@@ -128,35 +131,36 @@ func (n *NDJSONWriter) writeLocked(line []byte, status int) {
 }
 
 // keepAlive writes a blank line whenever the stream has been silent for
-// every, until stop is called; stop waits for the goroutine to end, so
-// nothing is written after it returns. NDJSON readers skip blank lines.
+// every, until stop is called; nothing is written after stop returns.
+// NDJSON readers skip blank lines.
+//
+// It is a timer that re-arms itself rather than a goroutine: a stream that
+// waits on its model for minutes would otherwise hold a goroutine and its
+// stack for nothing. The callback runs under the writer's lock, and stop
+// sets kaStopped under that lock, so a callback already running when stop
+// is called either finishes before stop returns or finds the flag set.
 func (n *NDJSONWriter) keepAlive(every time.Duration) (stop func()) {
-	quit, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTimer(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-quit:
-				return
-			case <-t.C:
-				t.Reset(n.beat(every))
-			}
+	var t *time.Timer
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	t = time.AfterFunc(every, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if !n.kaStopped {
+			t.Reset(n.beatLocked(every))
 		}
-	}()
-	var once sync.Once
+	})
 	return func() {
-		once.Do(func() { close(quit) })
-		<-stopped
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.kaStopped = true
+		t.Stop()
 	}
 }
 
-// beat writes a keep-alive if nothing was written for a whole interval and
-// returns how long to wait before looking again.
-func (n *NDJSONWriter) beat(every time.Duration) time.Duration {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+// beatLocked writes a keep-alive if nothing was written for a whole
+// interval and returns how long to wait before looking again.
+func (n *NDJSONWriter) beatLocked(every time.Duration) time.Duration {
 	if idle := time.Since(n.last); idle < every {
 		return every - idle
 	}

@@ -1,10 +1,12 @@
 // Package anthropic adapts the Anthropic Messages API to provider.Model.
 //
-// The official SDK builds, authenticates and sends each request and
-// decodes the event stream (its own retries off: provider.WithPolicy owns
-// retries); this package checks that the stream really ended with
-// message_stop, because the SDK reports a stream cut between events as a
-// normal end.
+// Requests are encoded here with encoding/json and posted with the
+// configured http.Client; the event stream is read here too, and must end
+// with message_stop. The official SDK (github.com/anthropics/anthropic-sdk-go)
+// is not used at run time: its reflective request encoder cost more than
+// the rest of a step put together (docs/decisions.md, "Providers"), and it
+// reports a stream cut between events as a normal end. Retries belong to
+// provider.WithPolicy, so one Stream call is one HTTP request.
 //
 //	m := anthropic.New(provider.Config{APIKey: key})
 //	resp, err := m.Stream(ctx, &provider.Request{Model: "claude-sonnet-4-5", Messages: msgs}, emit)
@@ -14,13 +16,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
 
-	"github.com/anthropics/anthropic-sdk-go"
-	"github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/provider"
 )
@@ -28,168 +27,135 @@ import (
 const (
 	api              = "anthropic messages"
 	defaultBaseURL   = "https://api.anthropic.com/"
+	defaultVersion   = "2023-06-01"
 	defaultMaxTokens = 8192
 )
 
 // Messages streams from the Messages API. It is safe for concurrent use.
 type Messages struct {
-	svc anthropic.MessageService
-	key string
+	url    string
+	urlErr error
+	header http.Header
+	client *http.Client
+	key    string
 }
 
 // New returns a Messages API adapter. cfg.APIVersion, when set, is sent as
-// the anthropic-version header.
+// the anthropic-version header (default 2023-06-01). Nothing is read from
+// the environment.
 func New(cfg provider.Config) *Messages {
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
-	}
 	base := cfg.BaseURL
 	if base == "" {
 		base = defaultBaseURL
 	}
-	// Built from these options alone, never anthropic.NewClient, which
-	// would read ANTHROPIC_* variables and config files.
-	opts := []option.RequestOption{
-		option.WithHTTPClient(hc),
-		option.WithBaseURL(base),
-		option.WithMaxRetries(0),
-		// The SDK's own spans and trace headers would be steered by
-		// ANTHROPIC_OPEN_TELEMETRY* variables; model-call spans are
-		// runnel's to make.
-		option.WithOpenTelemetryTraces(false),
-		option.WithOpenTelemetryPropagation(false),
-	}
+	h := http.Header{}
+	h.Set("Accept", "application/json") // what the SDK sends, streaming or not
+	h.Set("User-Agent", "runnel")
+	h.Set("Anthropic-Version", defaultVersion)
 	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+		h.Set("X-Api-Key", cfg.APIKey)
 	}
 	if cfg.APIVersion != "" {
-		opts = append(opts, option.WithHeader("anthropic-version", cfg.APIVersion))
+		h.Set("Anthropic-Version", cfg.APIVersion)
 	}
 	for k, v := range cfg.Headers {
-		opts = append(opts, option.WithHeader(k, v))
+		h.Set(k, v)
 	}
-	return &Messages{svc: anthropic.NewMessageService(opts...), key: cfg.APIKey}
+	u, err := provider.EndpointURL(base, "v1/messages", nil)
+	return &Messages{url: u, urlErr: err, header: h, client: provider.SameOriginClient(cfg.HTTPClient), key: cfg.APIKey}
 }
 
 // Stream implements provider.Model.
 func (m *Messages) Stream(ctx context.Context, req *provider.Request, emit func(provider.Chunk)) (*provider.Response, error) {
-	var raw *http.Response
-	body := &errorBody{}
-	stream := m.svc.NewStreaming(ctx, params(req),
-		option.WithMiddleware(body.middleware),
-		option.WithResponseInto(&raw))
-	defer stream.Close()
+	if m.urlErr != nil {
+		return nil, &provider.Error{Message: api + ": " + m.urlErr.Error(), Err: m.urlErr}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(body(req)); err != nil {
+		return nil, &provider.Error{Message: api + ": the request could not be encoded", Err: err}
+	}
+	res, err := provider.OpenStream(ctx, m.client, &provider.StreamRequest{
+		API: api, URL: m.url, Header: m.header, Body: buf.Bytes(), Secret: m.key,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	er := provider.NewEventReader(res.Body)
 	st := newStreamState(emit)
-	for stream.Next() {
-		ev := stream.Current()
-		if ev.Type == "message_stop" {
+	for er.Next() {
+		data := bytes.TrimSpace(er.Data())
+		name := er.Name()
+		if len(data) == 0 || string(name) == "ping" {
+			continue
+		}
+		var ev event
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return nil, provider.StreamError(api, st.emitted, err, "the server sent a malformed event: %s", provider.Scrub(provider.OneLine(err.Error()), m.key))
+		}
+		switch {
+		case string(name) == "error" || ev.Type == "error":
+			// The API failed after the 200 status.
+			e := provider.StreamError(api, st.emitted, nil, "the API reported an error mid-stream: %s",
+				provider.Scrub(provider.OneLine(ev.Error.Type+": "+ev.Error.Message), m.key))
+			t := ev.Error.Type
+			e.Retryable = e.Retryable && (t == "overloaded_error" || t == "api_error" || t == "rate_limit_error")
+			return nil, e
+		case ev.Type == "message_stop":
 			return st.response(), nil
 		}
 		st.apply(&ev)
 	}
-	return nil, m.streamError(ctx, raw, body, stream.Err(), st.emitted)
-}
-
-// streamError classifies why the stream stopped before message_stop.
-func (m *Messages) streamError(ctx context.Context, raw *http.Response, body *errorBody, err error, emitted bool) error {
 	if ctx.Err() != nil {
-		return context.Cause(ctx)
+		return nil, context.Cause(ctx)
 	}
-	switch {
-	case raw == nil:
-		return provider.ConnError(api, err)
-	case raw.StatusCode >= 400:
-		return provider.HTTPError(api, raw.StatusCode, raw.Header, scrub(errorDetail(body.b), m.key))
-	case err == nil:
-		return provider.StreamError(api, emitted, io.ErrUnexpectedEOF, "the stream ended without message_stop")
+	if err := er.Err(); err != nil {
+		return nil, provider.StreamError(api, st.emitted, err, "the stream broke off: %v", err)
 	}
-	var ae *anthropic.Error
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &ae):
-		// An error event: the API failed after the 200 status.
-		typ, msg := errorEvent(ae.RawJSON())
-		e := provider.StreamError(api, emitted, nil, "the API reported an error mid-stream: %s", scrub(oneLine(typ+": "+msg), m.key))
-		e.Retryable = e.Retryable && (typ == "overloaded_error" || typ == "api_error" || typ == "rate_limit_error")
-		return e
-	case errors.As(err, &se), errors.As(err, &te), strings.HasPrefix(err.Error(), "received error while streaming"):
-		return provider.StreamError(api, emitted, err, "the server sent a malformed event: %s", scrub(oneLine(err.Error()), m.key))
-	}
-	return provider.StreamError(api, emitted, err, "the stream broke off: %v", err)
+	return nil, provider.StreamError(api, st.emitted, io.ErrUnexpectedEOF, "the stream ended without message_stop")
 }
 
-// errorEvent reads an error event's {"error": {"type", "message"}}.
-func errorEvent(raw string) (typ, msg string) {
-	var v struct {
-		Error struct {
-			Type    string `json:"type"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal([]byte(raw), &v)
-	return v.Error.Type, v.Error.Message
+// event is one streamed event, decoded into the fields runnel reads.
+type event struct {
+	Type  string `json:"type"`
+	Index int64  `json:"index"`
+	// Message is message_start's.
+	Message struct {
+		Usage usage `json:"usage"`
+	} `json:"message"`
+	ContentBlock struct {
+		Type      string          `json:"type"`
+		Text      string          `json:"text"`
+		Thinking  string          `json:"thinking"`
+		Signature string          `json:"signature"`
+		Data      string          `json:"data"`
+		ID        string          `json:"id"`
+		Name      string          `json:"name"`
+		Input     json.RawMessage `json:"input"`
+	} `json:"content_block"`
+	Delta struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		Thinking    string `json:"thinking"`
+		Signature   string `json:"signature"`
+		PartialJSON string `json:"partial_json"`
+		StopReason  string `json:"stop_reason"`
+	} `json:"delta"`
+	// Usage is message_delta's, cumulative.
+	Usage usage `json:"usage"`
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
 }
 
-// errorBody keeps the body of an error response so its message can be
-// reported whatever shape it has (the SDK keeps only its own error JSON).
-type errorBody struct{ b []byte }
-
-func (e *errorBody) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	res, err := next(req)
-	if err != nil || res.StatusCode < 400 {
-		return res, err
-	}
-	e.b, _ = io.ReadAll(io.LimitReader(res.Body, 64<<10))
-	_ = res.Body.Close()
-	res.Body = io.NopCloser(bytes.NewReader(e.b))
-	return res, nil
-}
-
-// errorDetail extracts the API's message from an error body.
-func errorDetail(b []byte) string {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 {
-		return ""
-	}
-	var v struct {
-		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
-	}
-	if json.Unmarshal(b, &v) == nil {
-		var nested struct {
-			Message string `json:"message"`
-		}
-		var s string
-		switch {
-		case json.Unmarshal(v.Error, &nested) == nil && nested.Message != "":
-			return oneLine(nested.Message)
-		case json.Unmarshal(v.Error, &s) == nil && s != "":
-			return oneLine(s)
-		}
-		return oneLine(v.Message)
-	}
-	if b[0] == '<' {
-		return ""
-	}
-	return oneLine(string(b))
-}
-
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 500 {
-		s = s[:500] + "…"
-	}
-	return s
-}
-
-// scrub removes the API key from a server's message.
-func scrub(s, key string) string {
-	if key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, key, "[redacted]")
+type usage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
 }
 
 // streamState assembles a response from events. Blocks keep the order of
@@ -222,7 +188,7 @@ func (s *streamState) send(c provider.Chunk) {
 	s.emit(c)
 }
 
-func (s *streamState) apply(ev *anthropic.MessageStreamEventUnion) {
+func (s *streamState) apply(ev *event) {
 	switch ev.Type {
 	case "message_start":
 		u := ev.Message.Usage
@@ -234,7 +200,7 @@ func (s *streamState) apply(ev *anthropic.MessageStreamEventUnion) {
 		s.blockDelta(ev)
 	case "message_delta":
 		if ev.Delta.StopReason != "" {
-			s.stop = string(ev.Delta.StopReason)
+			s.stop = ev.Delta.StopReason
 		}
 		u := ev.Usage
 		if in := u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens; in > 0 {
@@ -246,7 +212,7 @@ func (s *streamState) apply(ev *anthropic.MessageStreamEventUnion) {
 	}
 }
 
-func (s *streamState) blockStart(ev *anthropic.MessageStreamEventUnion) {
+func (s *streamState) blockStart(ev *event) {
 	cb := ev.ContentBlock
 	bl := &block{}
 	switch cb.Type {
@@ -260,7 +226,7 @@ func (s *streamState) blockStart(ev *anthropic.MessageStreamEventUnion) {
 		bl.b = runnel.Block{Type: runnel.BlockToolCall, ToolCallID: cb.ID, ToolName: cb.Name}
 		bl.call = s.calls
 		s.calls++
-		if in, err := json.Marshal(cb.Input); err == nil && cb.Input != nil {
+		if in := bytes.TrimSpace(cb.Input); len(in) > 0 && !bytes.Equal(in, []byte("null")) {
 			bl.initial = in
 		}
 		s.send(provider.Chunk{Kind: provider.ChunkToolCall, Index: bl.call, ToolCallID: cb.ID, ToolName: cb.Name})
@@ -279,7 +245,7 @@ func (s *streamState) blockStart(ev *anthropic.MessageStreamEventUnion) {
 	}
 }
 
-func (s *streamState) blockDelta(ev *anthropic.MessageStreamEventUnion) {
+func (s *streamState) blockDelta(ev *event) {
 	bl := s.byIndex[ev.Index]
 	if bl == nil {
 		return

@@ -452,3 +452,23 @@ func TestStreamEvents(t *testing.T) {
 		}
 	})
 }
+
+// TestEventsWithoutNames: the type inside the data is what counts, so a
+// proxy that drops the event: lines still works, and pings are skipped.
+func TestEventsWithoutNames(t *testing.T) {
+	data := func(d string) string { return "data: " + d + "\n\n" }
+	body := event("ping", `{"type":"ping"}`) +
+		data(`{"type":"message_start","message":{"usage":{"input_tokens":3,"output_tokens":1}}}`) +
+		data(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`) +
+		data(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}`) +
+		data(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}`) +
+		data(`{"type":"message_stop"}`)
+	_, resp, err := stream(t, anthropic.New(rawServer(t, body)), hello("hi"))
+	if err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	want := &provider.Response{Content: []runnel.Block{{Type: runnel.BlockText, Text: "hi"}}, Usage: runnel.Usage{Input: 3, Output: 2, Total: 5}, StopReason: "end_turn"}
+	if diff := cmp.Diff(want, resp); diff != "" {
+		t.Errorf("response (-want +got):\n%s", diff)
+	}
+}

@@ -3,21 +3,65 @@ package anthropic
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
+	"slices"
 
-	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/provider"
 )
 
-func params(req *provider.Request) anthropic.MessageNewParams {
+// request is the request body: only the fields runnel sends.
+type request struct {
+	MaxTokens int            `json:"max_tokens"`
+	Messages  []message      `json:"messages"`
+	Model     string         `json:"model"`
+	System    []contentBlock `json:"system,omitempty"`
+	Tools     []tool         `json:"tools,omitempty"`
+	Stream    bool           `json:"stream"`
+}
+
+type message struct {
+	Content []contentBlock `json:"content"`
+	Role    string         `json:"role"`
+}
+
+// contentBlock is any block runnel sends. The field order gives every
+// block type's keys in the order Anthropic's own SDK writes them.
+type contentBlock struct {
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   []contentBlock  `json:"content,omitempty"` // a tool_result's text
+	IsError   bool            `json:"is_error,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Data      string          `json:"data,omitempty"`
+	Signature string          `json:"signature,omitempty"`
+	// Thinking is present, if empty, on every thinking block.
+	Thinking *string      `json:"thinking,omitempty"`
+	Source   *imageSource `json:"source,omitempty"`
+	Text     string       `json:"text,omitempty"`
+	Type     string       `json:"type"`
+}
+
+type imageSource struct {
+	Data      string `json:"data,omitempty"`
+	MediaType string `json:"media_type,omitempty"`
+	URL       string `json:"url,omitempty"`
+	Type      string `json:"type"`
+}
+
+type tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+func body(req *provider.Request) *request {
 	maxTokens := req.MaxTokens
 	if maxTokens <= 0 {
 		maxTokens = defaultMaxTokens
 	}
-	p := anthropic.MessageNewParams{
-		Model:     anthropic.Model(req.Model),
-		MaxTokens: int64(maxTokens),
-	}
+	b := &request{Model: req.Model, MaxTokens: maxTokens, Stream: true}
 	system := req.System
 	for _, m := range req.Messages {
 		if m.Role == runnel.RoleSystem {
@@ -32,33 +76,32 @@ func params(req *provider.Request) anthropic.MessageNewParams {
 		}
 	}
 	if system != "" {
-		p.System = []anthropic.TextBlockParam{{Text: system}}
+		b.System = []contentBlock{{Type: "text", Text: system}}
 	}
-	p.Messages = messages(req.Messages)
-	for _, t := range req.Tools {
-		tp := &anthropic.ToolParam{Name: t.Name, InputSchema: inputSchema(t.Schema)}
-		if t.Description != "" {
-			tp.Description = anthropic.String(t.Description)
+	b.Messages = messages(req.Messages)
+	if len(req.Tools) > 0 {
+		b.Tools = make([]tool, len(req.Tools))
+		for i, t := range req.Tools {
+			b.Tools[i] = tool{Name: t.Name, Description: t.Description, InputSchema: inputSchema(t.Schema)}
 		}
-		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: tp})
 	}
-	return p
+	return b
 }
 
 // messages converts the conversation. tool messages become user messages;
 // consecutive messages of one role are merged, since the API wants the
 // roles to alternate, and a user message's tool results go first, as the
 // API requires.
-func messages(msgs []runnel.Message) []anthropic.MessageParam {
-	var out []anthropic.MessageParam
+func messages(msgs []runnel.Message) []message {
+	out := make([]message, 0, len(msgs))
 	for _, m := range msgs {
-		var role anthropic.MessageParamRole
-		var blocks []anthropic.ContentBlockParamUnion
+		var role string
+		var blocks []contentBlock
 		switch m.Role {
 		case runnel.RoleAssistant:
-			role, blocks = anthropic.MessageParamRoleAssistant, assistantBlocks(m.Content)
+			role, blocks = "assistant", assistantBlocks(m.Content)
 		case runnel.RoleUser, runnel.RoleTool:
-			role, blocks = anthropic.MessageParamRoleUser, userBlocks(m.Content)
+			role, blocks = "user", userBlocks(m.Content)
 		default:
 			continue
 		}
@@ -67,23 +110,23 @@ func messages(msgs []runnel.Message) []anthropic.MessageParam {
 		}
 		if n := len(out); n > 0 && out[n-1].Role == role {
 			out[n-1].Content = append(out[n-1].Content, blocks...)
-			if role == anthropic.MessageParamRoleUser {
-				out[n-1].Content = resultsFirst(out[n-1].Content)
+			if role == "user" {
+				resultsFirst(out[n-1].Content)
 			}
 			continue
 		}
-		out = append(out, anthropic.MessageParam{Role: role, Content: blocks})
+		out = append(out, message{Role: role, Content: blocks})
 	}
 	return out
 }
 
-func userBlocks(bs []runnel.Block) []anthropic.ContentBlockParamUnion {
-	var out []anthropic.ContentBlockParamUnion
+func userBlocks(bs []runnel.Block) []contentBlock {
+	var out []contentBlock
 	for _, b := range bs {
 		switch b.Type {
 		case runnel.BlockText, runnel.BlockResource:
 			if b.Text != "" {
-				out = append(out, anthropic.NewTextBlock(b.Text))
+				out = append(out, contentBlock{Type: "text", Text: b.Text})
 			}
 		case runnel.BlockImage:
 			switch {
@@ -92,61 +135,57 @@ func userBlocks(bs []runnel.Block) []anthropic.ContentBlockParamUnion {
 				if mt == "" {
 					mt = "image/png"
 				}
-				out = append(out, anthropic.NewImageBlockBase64(mt, b.Data))
+				out = append(out, contentBlock{Type: "image", Source: &imageSource{Type: "base64", MediaType: mt, Data: b.Data}})
 			case b.URI != "":
-				out = append(out, anthropic.NewImageBlock(anthropic.URLImageSourceParam{URL: b.URI}))
+				out = append(out, contentBlock{Type: "image", Source: &imageSource{Type: "url", URL: b.URI}})
 			}
 		case runnel.BlockToolResult:
-			tr := &anthropic.ToolResultBlockParam{ToolUseID: b.ToolCallID}
-			if b.IsError {
-				tr.IsError = anthropic.Bool(true)
-			}
+			tr := contentBlock{Type: "tool_result", ToolUseID: b.ToolCallID, IsError: b.IsError}
 			// The API refuses an empty text block; an empty result has no content.
 			if t := b.OutputText(); t != "" {
-				tr.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: t}}}
+				tr.Content = []contentBlock{{Type: "text", Text: t}}
 			}
-			out = append(out, anthropic.ContentBlockParamUnion{OfToolResult: tr})
+			out = append(out, tr)
 		}
 	}
-	return resultsFirst(out)
+	resultsFirst(out)
+	return out
 }
 
 // resultsFirst moves tool_result blocks before the rest, keeping order
 // within each group.
-func resultsFirst(bs []anthropic.ContentBlockParamUnion) []anthropic.ContentBlockParamUnion {
-	out := make([]anthropic.ContentBlockParamUnion, 0, len(bs))
-	for _, b := range bs {
-		if b.OfToolResult != nil {
-			out = append(out, b)
+func resultsFirst(bs []contentBlock) {
+	slices.SortStableFunc(bs, func(a, b contentBlock) int {
+		ra, rb := a.Type == "tool_result", b.Type == "tool_result"
+		switch {
+		case ra == rb:
+			return 0
+		case ra:
+			return -1
 		}
-	}
-	for _, b := range bs {
-		if b.OfToolResult == nil {
-			out = append(out, b)
-		}
-	}
-	return out
+		return 1
+	})
 }
 
 // assistantBlocks replays thinking only with its signature (the API
 // rejects unsigned thinking, e.g. reasoning from another provider).
-func assistantBlocks(bs []runnel.Block) []anthropic.ContentBlockParamUnion {
-	var out []anthropic.ContentBlockParamUnion
+func assistantBlocks(bs []runnel.Block) []contentBlock {
+	var out []contentBlock
 	for _, b := range bs {
 		switch b.Type {
 		case runnel.BlockReasoning:
 			switch {
 			case b.Signature != "":
-				out = append(out, anthropic.NewThinkingBlock(b.Signature, b.Text))
+				out = append(out, contentBlock{Type: "thinking", Signature: b.Signature, Thinking: &b.Text})
 			case b.Text == "" && b.Data != "":
-				out = append(out, anthropic.NewRedactedThinkingBlock(b.Data))
+				out = append(out, contentBlock{Type: "redacted_thinking", Data: b.Data})
 			}
 		case runnel.BlockText:
 			if b.Text != "" {
-				out = append(out, anthropic.NewTextBlock(b.Text))
+				out = append(out, contentBlock{Type: "text", Text: b.Text})
 			}
 		case runnel.BlockToolCall:
-			out = append(out, anthropic.NewToolUseBlock(b.ToolCallID, toolUseInput(b.Input), b.ToolName))
+			out = append(out, contentBlock{Type: "tool_use", ID: b.ToolCallID, Name: b.ToolName, Input: toolUseInput(b.Input)})
 		}
 	}
 	return out
@@ -162,29 +201,46 @@ func toolUseInput(in json.RawMessage) json.RawMessage {
 	return in
 }
 
-// inputSchema splits a JSON Schema into the SDK's fields; everything other
-// than properties and required travels as extra fields.
-func inputSchema(schema json.RawMessage) anthropic.ToolInputSchemaParam {
-	var m map[string]any
+// inputSchema is a tool's JSON Schema as the API takes it: properties,
+// required and "type":"object" first, then every other keyword as it was.
+func inputSchema(schema json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
 	if err := json.Unmarshal(schema, &m); err != nil || m == nil {
-		m = map[string]any{}
+		m = map[string]json.RawMessage{}
 	}
-	s := anthropic.ToolInputSchemaParam{Properties: m["properties"]}
-	if s.Properties == nil {
-		s.Properties = map[string]any{}
+	var buf bytes.Buffer
+	buf.WriteString(`{"properties":`)
+	if p := bytes.TrimSpace(m["properties"]); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
+		buf.Write(p)
+	} else {
+		buf.WriteString("{}")
 	}
-	if req, ok := m["required"].([]any); ok {
-		for _, r := range req {
-			if name, ok := r.(string); ok {
-				s.Required = append(s.Required, name)
-			}
+	// Only the names in required that are strings are kept.
+	var req []json.RawMessage
+	_ = json.Unmarshal(m["required"], &req)
+	names := make([]string, 0, len(req))
+	for _, r := range req {
+		var name string
+		if json.Unmarshal(r, &name) == nil {
+			names = append(names, name)
 		}
 	}
+	if len(names) > 0 {
+		rb, _ := json.Marshal(names) // strings always marshal
+		buf.WriteString(`,"required":`)
+		buf.Write(rb)
+	}
+	buf.WriteString(`,"type":"object"`)
 	delete(m, "type")
 	delete(m, "properties")
 	delete(m, "required")
-	if len(m) > 0 {
-		s.ExtraFields = m
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		kb, _ := json.Marshal(k)
+		buf.WriteByte(',')
+		buf.Write(kb)
+		buf.WriteByte(':')
+		buf.Write(m[k])
 	}
-	return s
+	buf.WriteByte('}')
+	return buf.Bytes()
 }

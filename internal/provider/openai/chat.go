@@ -5,13 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"net/http"
 	"strings"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/ssestream"
-	"github.com/openai/openai-go/v3/shared"
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/provider"
 )
@@ -20,8 +15,7 @@ const chatAPI = "openai chat completions"
 
 // Chat streams from the Chat Completions API. It is safe for concurrent use.
 type Chat struct {
-	svc openai.ChatCompletionService
-	key string
+	ep endpoint
 	// maxCompletion sends max_completion_tokens, which OpenAI's reasoning
 	// models require; compatible servers know only max_tokens.
 	maxCompletion bool
@@ -32,32 +26,22 @@ type Chat struct {
 // api-version.
 func NewChat(cfg provider.Config) *Chat {
 	return &Chat{
-		svc:           openai.NewChatCompletionService(clientOptions(cfg)...),
-		key:           cfg.APIKey,
+		ep:            newEndpoint(chatAPI, "chat/completions", cfg),
 		maxCompletion: cfg.BaseURL == "" || cfg.APIVersion != "",
 	}
 }
 
 // Stream implements provider.Model.
 func (c *Chat) Stream(ctx context.Context, req *provider.Request, emit func(provider.Chunk)) (*provider.Response, error) {
-	var raw *http.Response
-	body := &errorBody{}
-	_, err := c.svc.New(ctx, c.params(req),
-		option.WithJSONSet("stream", true),
-		option.WithMiddleware(body.middleware),
-		option.WithResponseBodyInto(&raw))
+	res, err := c.ep.open(ctx, c.body(req))
 	if err != nil {
-		return nil, requestError(ctx, chatAPI, c.key, raw, body, err)
-	}
-	if err := checkStream(chatAPI, raw); err != nil {
 		return nil, err
 	}
-	// The SDK's own stream treats an EOF like [DONE]; read the events here.
-	dec := ssestream.NewDecoder(raw)
-	defer dec.Close()
-	st := &chatStream{emit: emit, byIndex: map[int]int{}}
-	for dec.Next() {
-		data := sseData(dec.Event())
+	defer res.Body.Close()
+	er := provider.NewEventReader(res.Body)
+	st := &chatStream{emit: emit}
+	for er.Next() {
+		data := bytes.TrimSpace(er.Data())
 		if len(data) == 0 {
 			continue
 		}
@@ -68,45 +52,104 @@ func (c *Chat) Stream(ctx context.Context, req *provider.Request, emit func(prov
 			return nil, err
 		}
 	}
-	return nil, streamEnd(ctx, chatAPI, dec, st.emitted, "[DONE]")
+	return nil, streamEnd(ctx, chatAPI, er, st.emitted, "[DONE]")
 }
 
-func (c *Chat) params(req *provider.Request) openai.ChatCompletionNewParams {
-	p := openai.ChatCompletionNewParams{
-		Model:         shared.ChatModel(req.Model),
+// chatRequest is the request body: only the fields runnel sends.
+type chatRequest struct {
+	Model               string            `json:"model"`
+	Messages            []chatMessage     `json:"messages"`
+	Tools               []chatTool        `json:"tools,omitempty"`
+	Stream              bool              `json:"stream"`
+	StreamOptions       chatStreamOptions `json:"stream_options"`
+	MaxTokens           int               `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int               `json:"max_completion_tokens,omitempty"`
+}
+
+type chatStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type chatTool struct {
+	Type     string           `json:"type"`
+	Function chatToolFunction `json:"function"`
+}
+
+type chatToolFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+type chatMessage struct {
+	Role string `json:"role"`
+	// Content is a string, or []chatPart for a user message with images.
+	Content    any            `json:"content,omitempty"`
+	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
+}
+
+// chatPart is a user content part; the field order gives the keys in the
+// order OpenAI's own SDK writes them.
+type chatPart struct {
+	ImageURL *chatImageURL `json:"image_url,omitempty"`
+	Text     string        `json:"text,omitempty"`
+	Type     string        `json:"type"`
+}
+
+type chatImageURL struct {
+	URL string `json:"url"`
+}
+
+type chatToolCall struct {
+	ID       string           `json:"id"`
+	Type     string           `json:"type"`
+	Function chatCallFunction `json:"function"`
+}
+
+type chatCallFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+func (c *Chat) body(req *provider.Request) *chatRequest {
+	b := &chatRequest{
+		Model:         req.Model,
 		Messages:      chatMessages(req.System, req.Messages),
-		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+		Stream:        true,
+		StreamOptions: chatStreamOptions{IncludeUsage: true},
 	}
 	if req.MaxTokens > 0 {
 		if c.maxCompletion {
-			p.MaxCompletionTokens = openai.Int(int64(req.MaxTokens))
+			b.MaxCompletionTokens = req.MaxTokens
 		} else {
-			p.MaxTokens = openai.Int(int64(req.MaxTokens))
+			b.MaxTokens = req.MaxTokens
 		}
 	}
-	for _, t := range req.Tools {
-		fn := shared.FunctionDefinitionParam{Name: t.Name, Parameters: schemaMap(t.Schema)}
-		if t.Description != "" {
-			fn.Description = openai.String(t.Description)
+	if len(req.Tools) > 0 {
+		b.Tools = make([]chatTool, len(req.Tools))
+		for i, t := range req.Tools {
+			b.Tools[i] = chatTool{Type: "function", Function: chatToolFunction{
+				Name: t.Name, Description: t.Description, Parameters: toolSchema(t.Schema),
+			}}
 		}
-		p.Tools = append(p.Tools, openai.ChatCompletionToolUnionParam{OfFunction: &openai.ChatCompletionFunctionToolParam{Function: fn}})
 	}
-	return p
+	return b
 }
 
 // chatMessages converts the conversation. Tool results become tool
 // messages wherever they sit, placed before the rest of their message
 // because the API wants them right after the assistant's tool calls.
 // Reasoning is not replayed: the API has no place for it.
-func chatMessages(system string, msgs []runnel.Message) []openai.ChatCompletionMessageParamUnion {
-	var out []openai.ChatCompletionMessageParamUnion
+func chatMessages(system string, msgs []runnel.Message) []chatMessage {
+	out := make([]chatMessage, 0, len(msgs)+1)
 	if system != "" {
-		out = append(out, openai.SystemMessage(system))
+		out = append(out, chatMessage{Role: "system", Content: system})
 	}
 	for _, m := range msgs {
 		for _, b := range m.Content {
 			if b.Type == runnel.BlockToolResult {
-				out = append(out, openai.ToolMessage(b.OutputText(), b.ToolCallID))
+				out = append(out, chatMessage{Role: "tool", Content: b.OutputText(), ToolCallID: b.ToolCallID})
 			}
 		}
 		switch m.Role {
@@ -116,69 +159,63 @@ func chatMessages(system string, msgs []runnel.Message) []openai.ChatCompletionM
 			}
 		case runnel.RoleSystem:
 			if t := m.Text(); t != "" {
-				out = append(out, openai.SystemMessage(t))
+				out = append(out, chatMessage{Role: "system", Content: t})
 			}
 		case runnel.RoleUser:
-			if parts := chatUserParts(m.Content); len(parts) > 0 {
-				out = append(out, chatUser(parts))
+			if content := chatUserContent(m.Content); content != nil {
+				out = append(out, chatMessage{Role: "user", Content: content})
 			}
 		}
 	}
 	return out
 }
 
-func chatUserParts(blocks []runnel.Block) []openai.ChatCompletionContentPartUnionParam {
-	var parts []openai.ChatCompletionContentPartUnionParam
+// chatUserContent is a user message's content, nil when it has none. A
+// lone text part is sent as a plain string, which every compatible server
+// understands.
+func chatUserContent(blocks []runnel.Block) any {
+	var parts []chatPart
 	for _, b := range blocks {
 		switch b.Type {
 		case runnel.BlockText, runnel.BlockResource:
 			if b.Text != "" {
-				parts = append(parts, openai.TextContentPart(b.Text))
+				parts = append(parts, chatPart{Type: "text", Text: b.Text})
 			}
 		case runnel.BlockImage:
 			if u := imageURL(b.MimeType, b.Data, b.URI); u != "" {
-				parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: u}))
+				parts = append(parts, chatPart{Type: "image_url", ImageURL: &chatImageURL{URL: u}})
 			}
 		}
+	}
+	switch {
+	case len(parts) == 0:
+		return nil
+	case len(parts) == 1 && parts[0].Type == "text":
+		return parts[0].Text
 	}
 	return parts
 }
 
-// chatUser sends a lone text part as a plain string, which every
-// compatible server understands.
-func chatUser(parts []openai.ChatCompletionContentPartUnionParam) openai.ChatCompletionMessageParamUnion {
-	if len(parts) == 1 && parts[0].OfText != nil {
-		return openai.UserMessage(parts[0].OfText.Text)
-	}
-	return openai.UserMessage(parts)
-}
-
-func chatAssistant(blocks []runnel.Block) (openai.ChatCompletionMessageParamUnion, bool) {
-	var a openai.ChatCompletionAssistantMessageParam
+func chatAssistant(blocks []runnel.Block) (chatMessage, bool) {
+	a := chatMessage{Role: "assistant"}
 	var text strings.Builder
 	for _, b := range blocks {
 		switch b.Type {
 		case runnel.BlockText:
 			text.WriteString(b.Text)
 		case runnel.BlockToolCall:
-			a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-				OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-					ID: b.ToolCallID,
-					Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
-						Name:      b.ToolName,
-						Arguments: toolArguments(b.Input),
-					},
-				},
-			})
+			a.ToolCalls = append(a.ToolCalls, chatToolCall{ID: b.ToolCallID, Type: "function", Function: chatCallFunction{
+				Name: b.ToolName, Arguments: toolArguments(b.Input),
+			}})
 		}
 	}
 	if text.Len() == 0 && len(a.ToolCalls) == 0 {
-		return openai.ChatCompletionMessageParamUnion{}, false
+		return chatMessage{}, false
 	}
 	if text.Len() > 0 {
-		a.Content.OfString = openai.String(text.String())
+		a.Content = text.String()
 	}
-	return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}, true
+	return a, true
 }
 
 // chatChunk is one streamed chunk. It is decoded here rather than with the
@@ -220,7 +257,7 @@ type chatStream struct {
 	reasoning strings.Builder
 	text      strings.Builder
 	calls     []*chatCall
-	byIndex   map[int]int // the server's tool call index → position in calls
+	byIndex   map[int]int // the server's tool call index → position in calls; made on first use
 	finish    string
 	usage     runnel.Usage
 }
@@ -242,7 +279,7 @@ func (s *chatStream) apply(data []byte) error {
 		return provider.StreamError(chatAPI, s.emitted, err, "the server sent a malformed chunk: %v", err)
 	}
 	if len(ch.Error) > 0 && !bytes.Equal(ch.Error, []byte("null")) {
-		return provider.StreamError(chatAPI, s.emitted, nil, "the server reported an error mid-stream: %s", errorDetail(data))
+		return provider.StreamError(chatAPI, s.emitted, nil, "the server reported an error mid-stream: %s", provider.ErrorDetail(data))
 	}
 	if u := ch.Usage; u != nil {
 		s.usage = runnel.Usage{Input: u.PromptTokens, Output: u.CompletionTokens, Total: u.TotalTokens}
@@ -303,6 +340,9 @@ func (s *chatStream) toolDelta(td chatToolDelta) {
 		s.calls = append(s.calls, call)
 		pos = len(s.calls) - 1
 		if td.Index != nil {
+			if s.byIndex == nil {
+				s.byIndex = map[int]int{}
+			}
 			s.byIndex[*td.Index] = pos
 		}
 	}

@@ -2,10 +2,13 @@
 // OpenAI-compatible server: Ollama, vLLM, llama.cpp, OpenRouter) and the
 // OpenAI Responses API to provider.Model.
 //
-// The official SDK builds, authenticates and sends each request (its own
-// retries off: provider.WithPolicy owns retries); this package reads the
-// event stream itself, because the SDK cannot tell a stream that ended
-// with its terminating event from one that was cut off.
+// Requests are encoded here with encoding/json and posted with the
+// configured http.Client; the event stream is read here too. The official
+// SDK (github.com/openai/openai-go) is not used at run time: its
+// reflective request encoder cost more than the rest of a step put
+// together (docs/decisions.md, "Providers"), and its stream treats a cut
+// connection like the terminating event. Retries belong to
+// provider.WithPolicy, so one Stream call is one HTTP request.
 //
 //	m := openai.NewChat(provider.Config{APIKey: key})
 //	resp, err := m.Stream(ctx, &provider.Request{Model: "gpt-5", Messages: msgs}, emit)
@@ -16,152 +19,80 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/runnel/runnel/internal/provider"
 )
 
 const defaultBaseURL = "https://api.openai.com/v1/"
 
-// clientOptions turns cfg into SDK options. The services are built from
-// these alone, never from openai.NewClient, which would read OPENAI_*
-// variables from the environment.
-func clientOptions(cfg provider.Config) []option.RequestOption {
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
-	}
+// endpoint is where an adapter posts and how: the URL, the headers and the
+// client, all fixed when the adapter is built. Nothing is read from the
+// environment.
+type endpoint struct {
+	api    string
+	url    string
+	urlErr error
+	header http.Header
+	client *http.Client
+	key    string
+}
+
+func newEndpoint(api, path string, cfg provider.Config) endpoint {
 	base := cfg.BaseURL
 	if base == "" {
 		base = defaultBaseURL
 	}
-	opts := []option.RequestOption{
-		option.WithHTTPClient(hc),
-		option.WithBaseURL(base),
-		option.WithMaxRetries(0),
-	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
-	}
+	var query url.Values
+	h := http.Header{}
+	h.Set("Accept", "application/json") // what the SDKs send, streaming or not
+	h.Set("User-Agent", "runnel")
 	if cfg.APIVersion != "" {
 		// Azure OpenAI: the version is a query parameter and a key travels
-		// in api-key rather than as a bearer token.
-		opts = append(opts, option.WithQuery("api-version", cfg.APIVersion))
+		// in api-key as well as a bearer token.
+		query = url.Values{"api-version": {cfg.APIVersion}}
 		if cfg.APIKey != "" {
-			opts = append(opts, option.WithHeader("api-key", cfg.APIKey))
+			h.Set("Api-Key", cfg.APIKey)
 		}
 	}
 	for k, v := range cfg.Headers {
-		opts = append(opts, option.WithHeader(k, v))
+		h.Set(k, v)
 	}
-	return opts
+	if cfg.APIKey != "" {
+		h.Set("Authorization", "Bearer "+cfg.APIKey)
+	}
+	u, err := provider.EndpointURL(base, path, query)
+	return endpoint{api: api, url: u, urlErr: err, header: h, client: provider.SameOriginClient(cfg.HTTPClient), key: cfg.APIKey}
 }
 
-// errorBody keeps the body of an error response. The SDK decodes only the
-// OpenAI error shape and drops the body otherwise; compatible servers send
-// {"error": "text"}, {"detail": …} or plain text.
-type errorBody struct{ b []byte }
-
-func (e *errorBody) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	res, err := next(req)
-	if err != nil || res.StatusCode < 400 {
-		return res, err
+// open posts body and returns the event stream.
+func (e *endpoint) open(ctx context.Context, body any) (*http.Response, error) {
+	if e.urlErr != nil {
+		return nil, &provider.Error{Message: e.api + ": " + e.urlErr.Error(), Err: e.urlErr}
 	}
-	e.b, _ = io.ReadAll(io.LimitReader(res.Body, 64<<10))
-	_ = res.Body.Close()
-	res.Body = io.NopCloser(bytes.NewReader(e.b))
-	return res, nil
-}
-
-// requestError classifies a failed request: the context's own cause, an
-// HTTP error, or a connection failure.
-func requestError(ctx context.Context, api, key string, raw *http.Response, body *errorBody, err error) error {
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(body); err != nil {
+		return nil, &provider.Error{Message: e.api + ": the request could not be encoded", Err: err}
 	}
-	if raw != nil && raw.StatusCode >= 400 {
-		return provider.HTTPError(api, raw.StatusCode, raw.Header, scrub(errorDetail(body.b), key))
-	}
-	return provider.ConnError(api, err)
-}
-
-// checkStream refuses a 2xx answer that is not an event stream, such as a
-// server that ignored "stream": true.
-func checkStream(api string, raw *http.Response) error {
-	mt, _, _ := mime.ParseMediaType(raw.Header.Get("Content-Type"))
-	if mt == "" || mt == "text/event-stream" {
-		return nil
-	}
-	_ = raw.Body.Close()
-	return &provider.Error{Status: raw.StatusCode, Message: api + ": the server answered with " + mt + " instead of an event stream"}
+	return provider.OpenStream(ctx, e.client, &provider.StreamRequest{
+		API: e.api, URL: e.url, Header: e.header, Body: buf.Bytes(), Secret: e.key,
+	})
 }
 
 // streamEnd is the error for a stream that stopped before its
 // terminating event.
-func streamEnd(ctx context.Context, api string, dec ssestream.Decoder, emitted bool, terminator string) error {
+func streamEnd(ctx context.Context, api string, er *provider.EventReader, emitted bool, terminator string) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	if err := dec.Err(); err != nil {
+	if err := er.Err(); err != nil {
 		return provider.StreamError(api, emitted, err, "the stream broke off: %v", err)
 	}
 	return provider.StreamError(api, emitted, io.ErrUnexpectedEOF, "the stream ended without %s", terminator)
-}
-
-// errorDetail extracts the API's message from an error body.
-func errorDetail(b []byte) string {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 {
-		return ""
-	}
-	var v struct {
-		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
-		Detail  json.RawMessage `json:"detail"`
-	}
-	if json.Unmarshal(b, &v) == nil {
-		var nested struct {
-			Message string `json:"message"`
-		}
-		var s string
-		switch {
-		case json.Unmarshal(v.Error, &nested) == nil && nested.Message != "":
-			return oneLine(nested.Message)
-		case json.Unmarshal(v.Error, &s) == nil && s != "":
-			return oneLine(s)
-		case v.Message != "":
-			return oneLine(v.Message)
-		case json.Unmarshal(v.Detail, &s) == nil && s != "":
-			return oneLine(s)
-		case len(v.Detail) > 0:
-			return oneLine(string(v.Detail))
-		}
-		return ""
-	}
-	if b[0] == '<' { // an HTML error page says nothing useful
-		return ""
-	}
-	return oneLine(string(b))
-}
-
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 500 {
-		s = s[:500] + "…"
-	}
-	return s
-}
-
-// scrub removes the API key from a server's message; some servers echo it.
-func scrub(s, key string) string {
-	if key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, key, "[redacted]")
 }
 
 // toolInput is a tool call's complete arguments as a block's Input: empty
@@ -195,14 +126,14 @@ func toolArguments(input json.RawMessage) string {
 	return string(in)
 }
 
-// schemaMap decodes a tool's JSON Schema; a missing or unusable schema
+// toolSchema is a tool's JSON Schema as sent; a missing or unusable schema
 // becomes the empty object schema rather than no schema at all.
-func schemaMap(schema json.RawMessage) map[string]any {
-	var m map[string]any
-	if err := json.Unmarshal(schema, &m); err != nil || m == nil {
-		m = map[string]any{"type": "object", "properties": map[string]any{}}
+func toolSchema(schema json.RawMessage) json.RawMessage {
+	s := bytes.TrimSpace(schema)
+	if len(s) == 0 || s[0] != '{' || !json.Valid(s) {
+		return json.RawMessage(`{"type":"object","properties":{}}`)
 	}
-	return m
+	return s
 }
 
 // imageURL is an image block as a URL: its uri, or a data URL of its bytes.
@@ -215,6 +146,3 @@ func imageURL(mimeType, data, uri string) string {
 	}
 	return uri
 }
-
-// sseData is one event's data without the decoder's trailing newline.
-func sseData(e ssestream.Event) []byte { return bytes.TrimSpace(e.Data) }

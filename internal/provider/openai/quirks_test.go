@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/llmtest"
 	"github.com/runnel/runnel/internal/provider"
 	"github.com/runnel/runnel/internal/provider/openai"
 )
@@ -157,4 +158,60 @@ func TestResponsesFailedEvent(t *testing.T) {
 	if !errors.As(err, &pe) || !pe.Retryable || pe.Message != "openai responses: the response failed: server_error boom" {
 		t.Errorf("Stream = %#v, want a retryable failure naming the code and message", err)
 	}
+}
+
+// TestResponsesUnknownEvents: events runnel does not read may carry fields
+// of any shape (newer APIs, other servers) without failing the stream.
+func TestResponsesUnknownEvents(t *testing.T) {
+	body := sse(
+		`{"type":"response.created","response":{"status":"in_progress","output":[]}}`,
+		`{"type":"response.mcp_call_arguments.delta","output_index":0,"delta":{"partial":true}}`,
+		`{"type":"response.output_item.added","output_index":0,"item":{"type":"mcp_list_tools","content":"not a list"}}`,
+		`{"type":"response.output_item.added","output_index":1,"item":{"type":"message","role":"assistant","content":[]}}`,
+		`{"type":"response.output_text.delta","output_index":1,"delta":"hi"}`,
+		`{"type":"response.completed","response":{"status":"completed","usage":{"input_tokens":2,"output_tokens":1}}}`)
+	_, resp, err := stream(t, openai.NewResponses(rawServer(t, 200, "text/event-stream", body)), hello("hi"))
+	if err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	want := &provider.Response{Content: []runnel.Block{{Type: runnel.BlockText, Text: "hi"}}, StopReason: "end_turn", Usage: runnel.Usage{Input: 2, Output: 1, Total: 3}}
+	if diff := cmp.Diff(want, resp); diff != "" {
+		t.Errorf("response (-want +got):\n%s", diff)
+	}
+	// The same mismatch in an event runnel reads is a malformed stream.
+	body = sse(`{"type":"response.output_text.delta","output_index":0,"delta":{"text":"hi"}}`)
+	_, _, err = stream(t, openai.NewResponses(rawServer(t, 200, "text/event-stream", body)), hello("hi"))
+	if err == nil || !strings.Contains(err.Error(), "malformed event") {
+		t.Errorf("Stream = %v, want a malformed event", err)
+	}
+}
+
+// TestChatMaxCompletionTokens: Azure (an api-version) and OpenAI itself get
+// max_completion_tokens, which reasoning models require.
+func TestChatMaxCompletionTokens(t *testing.T) {
+	srv, cfg := serve(t, llmtest.Rule{Reply: llmtest.Reply{Text: "ok"}})
+	cfg.APIVersion = "2025-04-01-preview"
+	req := hello("hi")
+	req.MaxTokens = 64
+	if _, _, err := stream(t, openai.NewChat(cfg), req); err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	var b struct {
+		MaxTokens           *int `json:"max_tokens"`
+		MaxCompletionTokens *int `json:"max_completion_tokens"`
+	}
+	mustUnmarshal(t, srv.Requests()[0].Body, &b)
+	if b.MaxTokens != nil || b.MaxCompletionTokens == nil || *b.MaxCompletionTokens != 64 {
+		t.Errorf("max_tokens %v, max_completion_tokens %v; want unset and 64", b.MaxTokens, b.MaxCompletionTokens)
+	}
+}
+
+func TestBadBaseURL(t *testing.T) {
+	forEach(t, func(t *testing.T, a adapter) {
+		_, _, err := stream(t, a.new(provider.Config{BaseURL: "localhost:11434/v1?key=" + testKey}), hello("hi"))
+		var pe *provider.Error
+		if !errors.As(err, &pe) || pe.Retryable || !strings.Contains(pe.Message, "base URL") || strings.Contains(pe.Message, testKey) {
+			t.Errorf("Stream = %v, want a non-retryable error about the base URL, without the URL", err)
+		}
+	})
 }

@@ -1,17 +1,13 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
+	"errors"
 	"slices"
 	"strings"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/ssestream"
-	"github.com/openai/openai-go/v3/responses"
-	"github.com/openai/openai-go/v3/shared"
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/provider"
 )
@@ -22,39 +18,36 @@ const responsesAPI = "openai responses"
 // store=false: runnel replays the whole conversation on every call and
 // keeps nothing on the provider's side. It is safe for concurrent use.
 type Responses struct {
-	svc responses.ResponseService
-	key string
+	ep endpoint
 }
 
 // NewResponses returns a Responses API adapter.
 func NewResponses(cfg provider.Config) *Responses {
-	return &Responses{svc: responses.NewResponseService(clientOptions(cfg)...), key: cfg.APIKey}
+	return &Responses{ep: newEndpoint(responsesAPI, "responses", cfg)}
 }
 
 // Stream implements provider.Model.
 func (r *Responses) Stream(ctx context.Context, req *provider.Request, emit func(provider.Chunk)) (*provider.Response, error) {
-	var raw *http.Response
-	body := &errorBody{}
-	_, err := r.svc.New(ctx, responsesParams(req),
-		option.WithJSONSet("stream", true),
-		option.WithMiddleware(body.middleware),
-		option.WithResponseBodyInto(&raw))
+	res, err := r.ep.open(ctx, responsesBody(req))
 	if err != nil {
-		return nil, requestError(ctx, responsesAPI, r.key, raw, body, err)
-	}
-	if err := checkStream(responsesAPI, raw); err != nil {
 		return nil, err
 	}
-	dec := ssestream.NewDecoder(raw)
-	defer dec.Close()
+	defer res.Body.Close()
+	er := provider.NewEventReader(res.Body)
 	st := &responsesStream{emit: emit, items: map[int64]*respItem{}}
-	for dec.Next() {
-		data := sseData(dec.Event())
+	for er.Next() {
+		data := bytes.TrimSpace(er.Data())
 		if len(data) == 0 {
 			continue
 		}
-		var ev responses.ResponseStreamEventUnion
+		var ev respEvent
 		if err := json.Unmarshal(data, &ev); err != nil {
+			// A field of an unexpected type in an event runnel does not
+			// read is the server's business; anything else is malformed.
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && !ev.matters() {
+				continue
+			}
 			return nil, provider.StreamError(responsesAPI, st.emitted, err, "the server sent a malformed event: %v", err)
 		}
 		resp, err := st.apply(&ev)
@@ -62,97 +55,122 @@ func (r *Responses) Stream(ctx context.Context, req *provider.Request, emit func
 			return resp, err
 		}
 	}
-	return nil, streamEnd(ctx, responsesAPI, dec, st.emitted, "response.completed")
+	return nil, streamEnd(ctx, responsesAPI, er, st.emitted, "response.completed")
 }
 
-func responsesParams(req *provider.Request) responses.ResponseNewParams {
-	p := responses.ResponseNewParams{
-		Model: shared.ResponsesModel(req.Model),
-		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responsesInput(req.Messages)},
-		Store: openai.Bool(false),
+// responsesRequest is the request body: only the fields runnel sends.
+type responsesRequest struct {
+	Model           string          `json:"model"`
+	Input           []respInputItem `json:"input"`
+	Instructions    string          `json:"instructions,omitempty"`
+	MaxOutputTokens int             `json:"max_output_tokens,omitempty"`
+	Store           bool            `json:"store"`
+	Stream          bool            `json:"stream"`
+	Tools           []respTool      `json:"tools,omitempty"`
+}
+
+type respTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+	// Strict is sent as false: the API's default, true, would reject most
+	// schemas written for other APIs.
+	Strict bool `json:"strict"`
+}
+
+// respInputItem is a message, function_call or function_call_output item.
+type respInputItem struct {
+	Type string `json:"type"`
+	Role string `json:"role,omitempty"`
+	// Content is a string, or []respPart for a user message.
+	Content   any     `json:"content,omitempty"`
+	CallID    string  `json:"call_id,omitempty"`
+	Name      string  `json:"name,omitempty"`
+	Arguments string  `json:"arguments,omitempty"`
+	Output    *string `json:"output,omitempty"` // may be empty, never absent
+}
+
+// respPart is a user content part; the field order gives the keys in the
+// order OpenAI's own SDK writes them.
+type respPart struct {
+	Detail   string `json:"detail,omitempty"`
+	ImageURL string `json:"image_url,omitempty"`
+	Text     string `json:"text,omitempty"`
+	Type     string `json:"type"`
+}
+
+func responsesBody(req *provider.Request) *responsesRequest {
+	b := &responsesRequest{
+		Model:           req.Model,
+		Input:           responsesInput(req.Messages),
+		Instructions:    req.System,
+		MaxOutputTokens: max(req.MaxTokens, 0),
+		Stream:          true,
 	}
-	if req.System != "" {
-		p.Instructions = openai.String(req.System)
-	}
-	if req.MaxTokens > 0 {
-		p.MaxOutputTokens = openai.Int(int64(req.MaxTokens))
-	}
-	for _, t := range req.Tools {
-		// strict defaults to true here, which would reject most schemas
-		// written for other APIs.
-		fn := &responses.FunctionToolParam{Name: t.Name, Parameters: schemaMap(t.Schema), Strict: openai.Bool(false)}
-		if t.Description != "" {
-			fn.Description = openai.String(t.Description)
+	if len(req.Tools) > 0 {
+		b.Tools = make([]respTool, len(req.Tools))
+		for i, t := range req.Tools {
+			b.Tools[i] = respTool{Type: "function", Name: t.Name, Description: t.Description, Parameters: toolSchema(t.Schema)}
 		}
-		p.Tools = append(p.Tools, responses.ToolUnionParam{OfFunction: fn})
 	}
-	return p
+	return b
 }
 
 // responsesInput converts the conversation to input items. Tool results
 // become function_call_output items wherever they sit; reasoning is not
 // replayed, since the API accepts it only as its own encrypted items.
-func responsesInput(msgs []runnel.Message) responses.ResponseInputParam {
-	var items responses.ResponseInputParam
+// Message items spell out their type: OpenAI infers it, but some
+// compatible servers insist on it.
+func responsesInput(msgs []runnel.Message) []respInputItem {
+	items := make([]respInputItem, 0, len(msgs))
 	for _, m := range msgs {
 		for _, b := range m.Content {
 			if b.Type == runnel.BlockToolResult {
-				out := responses.ResponseInputItemParamOfFunctionCallOutput(b.OutputText())
-				out.OfFunctionCallOutput.CallID = openai.String(b.ToolCallID)
-				items = append(items, out)
+				out := b.OutputText()
+				items = append(items, respInputItem{Type: "function_call_output", CallID: b.ToolCallID, Output: &out})
 			}
 		}
 		switch m.Role {
 		case runnel.RoleAssistant:
-			items = append(items, responsesAssistant(m.Content)...)
+			items = responsesAssistant(items, m.Content)
 		case runnel.RoleSystem:
 			if t := m.Text(); t != "" {
-				items = append(items, message(t, responses.EasyInputMessageRoleSystem))
+				items = append(items, respInputItem{Type: "message", Role: "system", Content: t})
 			}
 		case runnel.RoleUser:
 			if parts := responsesUserParts(m.Content); len(parts) > 0 {
-				items = append(items, message(parts, responses.EasyInputMessageRoleUser))
+				items = append(items, respInputItem{Type: "message", Role: "user", Content: parts})
 			}
 		}
 	}
 	return items
 }
 
-// message is an input message item with its type spelt out: OpenAI infers
-// it, but some compatible servers insist on it.
-func message[T string | responses.ResponseInputMessageContentListParam](content T, role responses.EasyInputMessageRole) responses.ResponseInputItemUnionParam {
-	it := responses.ResponseInputItemParamOfMessage(content, role)
-	it.OfMessage.Type = responses.EasyInputMessageTypeMessage
-	return it
-}
-
-func responsesUserParts(blocks []runnel.Block) responses.ResponseInputMessageContentListParam {
-	var parts responses.ResponseInputMessageContentListParam
+func responsesUserParts(blocks []runnel.Block) []respPart {
+	var parts []respPart
 	for _, b := range blocks {
 		switch b.Type {
 		case runnel.BlockText, runnel.BlockResource:
 			if b.Text != "" {
-				parts = append(parts, responses.ResponseInputContentParamOfInputText(b.Text))
+				parts = append(parts, respPart{Type: "input_text", Text: b.Text})
 			}
 		case runnel.BlockImage:
 			if u := imageURL(b.MimeType, b.Data, b.URI); u != "" {
-				img := responses.ResponseInputContentParamOfInputImage(responses.ResponseInputImageDetailAuto)
-				img.OfInputImage.ImageURL = openai.String(u)
-				parts = append(parts, img)
+				parts = append(parts, respPart{Type: "input_image", Detail: "auto", ImageURL: u})
 			}
 		}
 	}
 	return parts
 }
 
-// responsesAssistant keeps the assistant's order: text up to a tool call
-// is one message item, then the call.
-func responsesAssistant(blocks []runnel.Block) []responses.ResponseInputItemUnionParam {
-	var items []responses.ResponseInputItemUnionParam
+// responsesAssistant appends the assistant's items in its order: text up
+// to a tool call is one message item, then the call.
+func responsesAssistant(items []respInputItem, blocks []runnel.Block) []respInputItem {
 	var text strings.Builder
 	flush := func() {
 		if text.Len() > 0 {
-			items = append(items, message(text.String(), responses.EasyInputMessageRoleAssistant))
+			items = append(items, respInputItem{Type: "message", Role: "assistant", Content: text.String()})
 			text.Reset()
 		}
 	}
@@ -162,11 +180,67 @@ func responsesAssistant(blocks []runnel.Block) []responses.ResponseInputItemUnio
 			text.WriteString(b.Text)
 		case runnel.BlockToolCall:
 			flush()
-			items = append(items, responses.ResponseInputItemParamOfFunctionCall(toolArguments(b.Input), b.ToolCallID, b.ToolName))
+			items = append(items, respInputItem{Type: "function_call", CallID: b.ToolCallID, Name: b.ToolName, Arguments: toolArguments(b.Input)})
 		}
 	}
 	flush()
 	return items
+}
+
+// respEvent is one streamed event, decoded into the fields runnel reads.
+type respEvent struct {
+	Type         string        `json:"type"`
+	OutputIndex  int64         `json:"output_index"`
+	SummaryIndex int64         `json:"summary_index"`
+	Delta        string        `json:"delta"`
+	Arguments    string        `json:"arguments"`
+	Item         respEventItem `json:"item"`
+	Response     respResult    `json:"response"`
+	// Code and Message are an error event's.
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type respEventItem struct {
+	Type      string `json:"type"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	Content   []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+}
+
+type respResult struct {
+	Status string `json:"status"`
+	Error  struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	IncompleteDetails struct {
+		Reason string `json:"reason"`
+	} `json:"incomplete_details"`
+	Usage struct {
+		InputTokens  int64 `json:"input_tokens"`
+		OutputTokens int64 `json:"output_tokens"`
+		TotalTokens  int64 `json:"total_tokens"`
+	} `json:"usage"`
+}
+
+// matters reports whether apply acts on the event, judged by its type
+// (and its item's type) alone.
+func (ev *respEvent) matters() bool {
+	switch ev.Type {
+	case "response.output_item.added", "response.output_item.done":
+		return ev.Item.Type == "function_call" || ev.Item.Type == "message"
+	case "response.output_text.delta",
+		"response.reasoning_summary_text.delta", "response.reasoning_text.delta",
+		"response.function_call_arguments.delta", "response.function_call_arguments.done",
+		"response.completed", "response.incomplete", "response.failed", "error":
+		return true
+	}
+	return false
 }
 
 // responsesStream assembles a response from events, keyed by the
@@ -205,7 +279,7 @@ func (s *responsesStream) item(index int64, kind string) *respItem {
 
 // apply handles one event; it returns the response once the terminating
 // event arrived.
-func (s *responsesStream) apply(ev *responses.ResponseStreamEventUnion) (*provider.Response, error) {
+func (s *responsesStream) apply(ev *respEvent) (*provider.Response, error) {
 	switch ev.Type {
 	case "response.output_item.added":
 		s.itemAdded(ev)
@@ -233,27 +307,27 @@ func (s *responsesStream) apply(ev *responses.ResponseStreamEventUnion) (*provid
 	case "response.completed", "response.incomplete":
 		return s.response(&ev.Response), nil
 	case "response.failed":
-		return nil, s.failure(string(ev.Response.Error.Code), ev.Response.Error.Message)
+		return nil, s.failure(ev.Response.Error.Code, ev.Response.Error.Message)
 	case "error":
 		return nil, s.failure(ev.Code, ev.Message)
 	}
 	return nil, nil
 }
 
-func (s *responsesStream) itemAdded(ev *responses.ResponseStreamEventUnion) {
+func (s *responsesStream) itemAdded(ev *respEvent) {
 	switch ev.Item.Type {
 	case "function_call":
 		it := s.item(ev.OutputIndex, "function_call")
 		it.callID, it.name = ev.Item.CallID, ev.Item.Name
 		s.startCall(it)
-		s.callArgs(it, ev.Item.Arguments.OfString)
+		s.callArgs(it, ev.Item.Arguments)
 	case "message", "reasoning":
 		s.item(ev.OutputIndex, ev.Item.Type)
 	}
 }
 
 // itemDone fills in what a server sent only in the finished item.
-func (s *responsesStream) itemDone(ev *responses.ResponseStreamEventUnion) {
+func (s *responsesStream) itemDone(ev *respEvent) {
 	switch ev.Item.Type {
 	case "function_call":
 		it := s.item(ev.OutputIndex, "function_call")
@@ -262,7 +336,7 @@ func (s *responsesStream) itemDone(ev *responses.ResponseStreamEventUnion) {
 		}
 		s.startCall(it)
 		if it.text.Len() == 0 {
-			s.callArgs(it, ev.Item.Arguments.OfString)
+			s.callArgs(it, ev.Item.Arguments)
 		}
 	case "message":
 		it := s.item(ev.OutputIndex, "message")
@@ -297,13 +371,13 @@ func (s *responsesStream) callArgs(it *respItem, delta string) {
 }
 
 func (s *responsesStream) failure(code, msg string) error {
-	e := provider.StreamError(responsesAPI, s.emitted, nil, "the response failed: %s", oneLine(strings.TrimSpace(code+" "+msg)))
+	e := provider.StreamError(responsesAPI, s.emitted, nil, "the response failed: %s", provider.OneLine(strings.TrimSpace(code+" "+msg)))
 	// Only a server-side or rate failure is worth another attempt.
 	e.Retryable = e.Retryable && (code == "server_error" || code == "rate_limit_exceeded")
 	return e
 }
 
-func (s *responsesStream) response(r *responses.Response) *provider.Response {
+func (s *responsesStream) response(r *respResult) *provider.Response {
 	resp := &provider.Response{Usage: runnel.Usage{
 		Input: r.Usage.InputTokens, Output: r.Usage.OutputTokens, Total: r.Usage.TotalTokens,
 	}}

@@ -1,0 +1,76 @@
+package anthropic_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/provider"
+	"github.com/runnel/runnel/internal/provider/anthropic"
+)
+
+// cannedTransport answers every request with one fixed event stream after
+// reading the whole request body, so the benchmark measures the adapter's
+// own work without a socket or a server in the profile.
+type cannedTransport string
+
+func (c cannedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		_ = req.Body.Close()
+	}
+	return &http.Response{
+		StatusCode: http.StatusOK,
+		Status:     "200 OK",
+		Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:  http.Header{"Content-Type": {"text/event-stream"}},
+		Body:    io.NopCloser(strings.NewReader(string(c))),
+		Request: req,
+	}, nil
+}
+
+// toolAnswer is one tool step as the Messages API streams it.
+const toolAnswer = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-test\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":90,\"output_tokens\":1}}}\n\n" +
+	"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"echo\",\"input\":{}}}\n\n" +
+	"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"n\\\":1}\"}}\n\n" +
+	"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+	"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":5}}\n\n" +
+	"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+
+// BenchmarkStream measures one model call with a history of 0, 10, 20 and
+// 40 earlier tool steps (bench/steploop's loop).
+func BenchmarkStream(b *testing.B) {
+	m := anthropic.New(provider.Config{BaseURL: "http://model.invalid", APIKey: testKey,
+		HTTPClient: &http.Client{Transport: cannedTransport(toolAnswer)}})
+	for _, steps := range []int{0, 10, 20, 40} {
+		b.Run(fmt.Sprintf("history=%d", steps), func(b *testing.B) {
+			msgs := []runnel.Message{runnel.UserText("Call echo until told to stop.")}
+			for i := range steps {
+				id := fmt.Sprintf("toolu_%d", i)
+				msgs = append(msgs,
+					runnel.Message{Role: runnel.RoleAssistant, Content: []runnel.Block{
+						{Type: runnel.BlockToolCall, ToolCallID: id, ToolName: "echo", Input: json.RawMessage(`{"n":1}`)}}},
+					runnel.Message{Role: runnel.RoleTool, Content: []runnel.Block{
+						{Type: runnel.BlockToolResult, ToolCallID: id, Output: runnel.TextOutput("ok")}}},
+				)
+			}
+			req := &provider.Request{Model: "claude-test", Messages: msgs, Tools: []provider.Tool{{
+				Name: "echo", Description: "Echo n back.",
+				Schema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"number"}},"required":["n"]}`),
+			}}}
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := m.Stream(ctx, req, func(provider.Chunk) {})
+				if err != nil || resp.StopReason != "tool_use" {
+					b.Fatalf("Stream = %+v, %v", resp, err)
+				}
+			}
+		})
+	}
+}

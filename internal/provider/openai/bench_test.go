@@ -1,0 +1,100 @@
+package openai_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/provider"
+	"github.com/runnel/runnel/internal/provider/openai"
+)
+
+// cannedTransport answers every request with one fixed event stream after
+// reading the whole request body, so a benchmark measures the adapter's own
+// work (building, encoding, sending and decoding) without a socket or a
+// server in the profile.
+type cannedTransport string
+
+func (c cannedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		_ = req.Body.Close()
+	}
+	return &http.Response{
+		StatusCode: http.StatusOK,
+		Status:     "200 OK",
+		Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:  http.Header{"Content-Type": {"text/event-stream"}},
+		Body:    io.NopCloser(strings.NewReader(string(c))),
+		Request: req,
+	}, nil
+}
+
+// The answer of one tool step, as OpenAI streams it.
+var (
+	chatToolAnswer = sse(
+		`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"echo","arguments":""}}]}}]}`,
+		`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"n\":1}"}}]}}]}`,
+		`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+		`{"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":90,"completion_tokens":5,"total_tokens":95}}`,
+		`[DONE]`)
+	responsesToolAnswer = sse(
+		`{"type":"response.created","response":{"id":"r","status":"in_progress"}}`,
+		`{"type":"response.output_item.added","output_index":0,"item":{"type":"function_call","id":"fc","call_id":"call_1","name":"echo","arguments":""}}`,
+		`{"type":"response.function_call_arguments.delta","output_index":0,"delta":"{\"n\":1}"}`,
+		`{"type":"response.function_call_arguments.done","output_index":0,"arguments":"{\"n\":1}"}`,
+		`{"type":"response.output_item.done","output_index":0,"item":{"type":"function_call","id":"fc","call_id":"call_1","name":"echo","arguments":"{\"n\":1}"}}`,
+		`{"type":"response.completed","response":{"id":"r","status":"completed","usage":{"input_tokens":90,"output_tokens":5,"total_tokens":95}}}`)
+)
+
+// toolLoopRequest is the request of step steps+1 of bench/steploop's loop:
+// the prompt, then steps rounds of an echo call and its result.
+func toolLoopRequest(steps int) *provider.Request {
+	msgs := []runnel.Message{runnel.UserText("Call echo until told to stop.")}
+	for i := range steps {
+		id := fmt.Sprintf("call_%d", i)
+		msgs = append(msgs,
+			runnel.Message{Role: runnel.RoleAssistant, Content: []runnel.Block{
+				{Type: runnel.BlockToolCall, ToolCallID: id, ToolName: "echo", Input: json.RawMessage(`{"n":1}`)}}},
+			runnel.Message{Role: runnel.RoleTool, Content: []runnel.Block{
+				{Type: runnel.BlockToolResult, ToolCallID: id, Output: runnel.TextOutput("ok")}}},
+		)
+	}
+	return &provider.Request{Model: "bench-model", Messages: msgs, Tools: []provider.Tool{{
+		Name: "echo", Description: "Echo n back.",
+		Schema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"number"}},"required":["n"]}`),
+	}}}
+}
+
+// benchStream measures one model call with a history of 0, 10, 20 and 40
+// earlier tool steps; the cost of encoding the history grows with it.
+func benchStream(b *testing.B, answer string, newModel func(provider.Config) provider.Model) {
+	m := newModel(provider.Config{BaseURL: "http://model.invalid/v1", APIKey: testKey,
+		HTTPClient: &http.Client{Transport: cannedTransport(answer)}})
+	for _, steps := range []int{0, 10, 20, 40} {
+		b.Run(fmt.Sprintf("history=%d", steps), func(b *testing.B) {
+			req := toolLoopRequest(steps)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := m.Stream(ctx, req, func(provider.Chunk) {})
+				if err != nil || resp.StopReason != "tool_use" {
+					b.Fatalf("Stream = %+v, %v", resp, err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkChatStream(b *testing.B) {
+	benchStream(b, chatToolAnswer, func(c provider.Config) provider.Model { return openai.NewChat(c) })
+}
+
+func BenchmarkResponsesStream(b *testing.B) {
+	benchStream(b, responsesToolAnswer, func(c provider.Config) provider.Model { return openai.NewResponses(c) })
+}

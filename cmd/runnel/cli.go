@@ -139,6 +139,7 @@ Each flag has a RUNNEL_* variable; a flag wins over its variable. ` + "`runnel C
   RUNNEL_WORKSPACE_ROOT       directory holding per-run workspaces (a private dir under the temp dir)
   RUNNEL_KEEP_WORKSPACES      keep workspaces after their runs (false)
   RUNNEL_INTERACTION_SECRET   sign interactions and refuse resumes that do not match (off)
+  RUNNEL_MCP_HOST_ALLOWLIST   MCP hosts (host or host:port, comma-separated) allowed over http and on private addresses
   RUNNEL_LOG_LEVEL            debug, info, warn or error (info)
   RUNNEL_LOG_FORMAT           json or text (json)
 Durations are Go durations: 30s, 5m, 1h30m.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/redact"
 	"github.com/runnel/runnel/internal/run"
 	"github.com/runnel/runnel/internal/server"
@@ -33,6 +34,7 @@ type Config struct {
 	ShutdownGrace     time.Duration
 	WorkspaceRoot     string
 	KeepWorkspaces    bool
+	MCPHostAllowlist  []string
 	// InteractionSecret signs interactions (RUNNEL_INTERACTION_SECRET, no
 	// flag so it never shows in ps); never logged.
 	InteractionSecret string
@@ -70,6 +72,7 @@ func settings() []struct {
 		{"run", s{"first-token-timeout", "RUNNEL_FIRST_TOKEN_TIMEOUT", "2m", "longest wait for a step's first chunk", "duration"}},
 		{"run", s{"tool-timeout", "RUNNEL_TOOL_TIMEOUT", "30s", "timeout of a callback tool whose spec sets none", "duration"}},
 		{"run", s{"workspace-root", "RUNNEL_WORKSPACE_ROOT", "", "directory under which each run gets its workspace (default: a private dir under the system temp dir)", "dir"}},
+		{"run", s{"mcp-host-allowlist", "RUNNEL_MCP_HOST_ALLOWLIST", "", "comma-separated MCP hosts (host or host:port) exempt from the https-and-public-address rule", "hosts"}},
 		{"run", s{"keep-workspaces", "RUNNEL_KEEP_WORKSPACES", "false", "keep each run's workspace after the run instead of removing it", "bool"}},
 		{"log", s{"log-level", "RUNNEL_LOG_LEVEL", "info", "debug, info, warn or error", "level"}},
 		{"log", s{"log-format", "RUNNEL_LOG_FORMAT", "json", "json or text", "format"}},
@@ -250,6 +253,13 @@ func (c *config) load() (*Config, error) {
 		cfg.ToolTimeout = c.duration("tool-timeout")
 		cfg.WorkspaceRoot = c.str("workspace-root")
 		cfg.KeepWorkspaces = c.bool("keep-workspaces")
+		if v, from := c.raw("mcp-host-allowlist"); strings.TrimSpace(v) != "" {
+			hosts, err := mcp.ParseHostAllowlist(v)
+			if err != nil {
+				c.fail(from, v, "is not a host allowlist: %v", err)
+			}
+			cfg.MCPHostAllowlist = hosts
+		}
 		cfg.InteractionSecret = strings.TrimSpace(c.getenv("RUNNEL_INTERACTION_SECRET"))
 		if cfg.InteractionSecret != "" && len(cfg.InteractionSecret) < 16 {
 			c.errs = append(c.errs, errors.New("RUNNEL_INTERACTION_SECRET is shorter than 16 characters; generate one with: openssl rand -hex 32"))
@@ -306,6 +316,7 @@ func (cfg *Config) runOptions(log *slog.Logger) *run.Options {
 		WorkspaceRoot:     cfg.WorkspaceRoot,
 		KeepWorkspace:     cfg.KeepWorkspaces,
 		InteractionSecret: cfg.interactionSecret(),
+		MCPGuard:          mcp.GuardOptions{HostAllowlist: cfg.MCPHostAllowlist},
 	}
 }
 
@@ -318,7 +329,7 @@ func (cfg *Config) interactionSecret() []byte {
 }
 
 func (cfg *Config) serverOptions(log *slog.Logger, harnesses []string) *server.Options {
-	features := []string{"ndjson"}
+	features := []string{"ndjson", "permissions", "pause_resume", "client_tools", "builtins", "mcp"}
 	return &server.Options{
 		Token:            cfg.Token,
 		MaxBodyBytes:     cfg.MaxBodyBytes,

@@ -75,6 +75,8 @@ func TestConfig(t *testing.T) {
 			want: with(func(c *Config) {
 				c.WorkspaceRoot, c.KeepWorkspaces, c.InteractionSecret = "/srv/runnel", true, "0123456789abcdef0123"
 			})},
+		{name: "mcp allowlist", env: map[string]string{"RUNNEL_MCP_HOST_ALLOWLIST": "127.0.0.1, mcp.internal:8443"},
+			want: with(func(c *Config) { c.MCPHostAllowlist = []string{"127.0.0.1", "mcp.internal:8443"} })},
 		{name: "bad boolean", env: map[string]string{"RUNNEL_KEEP_WORKSPACES": "sometimes"},
 			err: `RUNNEL_KEEP_WORKSPACES="sometimes" is not a boolean; use true or false`},
 		{name: "short interaction secret", env: map[string]string{"RUNNEL_INTERACTION_SECRET": "short"},

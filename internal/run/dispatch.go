@@ -26,7 +26,9 @@ type gatedTool struct {
 	executor permission.Executor
 	// specPermission is the spec's own permission; empty when unset.
 	specPermission string
-	readOnly       *bool
+	// serverPermission is the owning MCP server's policy.permission.
+	serverPermission string
+	readOnly         *bool
 	// boundPaths are the argument paths contextBindings fill; keys leave
 	// them out, since the model's value there never reaches the tool.
 	boundPaths []string
@@ -65,11 +67,12 @@ func (g *gate) Dispatch(_ context.Context, c native.Call) native.Verdict {
 	}
 	key, _ := permission.Key(c.Name, c.Input, permission.KeyOptions{BoundPaths: t.boundPaths})
 	verdict, decision := g.plan.Decide(permission.Gate{
-		Executor:       t.executor,
-		ToolName:       c.Name,
-		Args:           c.Input,
-		SpecPermission: t.specPermission,
-		ReadOnly:       t.readOnly,
+		Executor:         t.executor,
+		ToolName:         c.Name,
+		Args:             c.Input,
+		SpecPermission:   t.specPermission,
+		ServerPermission: t.serverPermission,
+		ReadOnly:         t.readOnly,
 	}, g.store, c.ID, key)
 	switch {
 	case verdict == permission.VerdictDeny && decision != nil:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/harness/native"
+	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/permission"
 	"github.com/runnel/runnel/internal/provider"
 	"github.com/runnel/runnel/internal/redact"
@@ -37,7 +38,11 @@ type plan struct {
 	advert []provider.Tool
 	// grants are the builtin tools the request grants (DESIGN §3.1).
 	grants []string
-	perm   permission.Plan
+	// mcp are the validated MCP servers; Run connects them.
+	mcp []mcp.ServerSpec
+	// codeMode adds list_mcp_tools and run_mcp_script (DESIGN §4.7).
+	codeMode bool
+	perm     permission.Plan
 	// resume is what the replayed conversation asks before the model runs.
 	resume   *resumption
 	maxSteps int
@@ -55,11 +60,11 @@ type plan struct {
 }
 
 // plan checks req and resolves it, or returns the *runnel.Error (code
-// invalid_request) for the first thing that cannot run. The order puts
-// what a caller most needs to hear first: a harness that is not there
-// makes every other field moot.
-// plan validates req. runID names the run; empty means a fresh one (the
-// server passes its request id, so logs and results share one id).
+// invalid_request or refused) for the first thing that cannot run. The
+// order puts what a caller most needs to hear first: a harness that is not
+// there makes every other field moot. runID names the run; empty means a
+// fresh one (the server passes its request id, so logs and results share
+// one id).
 func (m *Manager) plan(req *runnel.RunRequest, runID string) (*plan, error) {
 	if runID == "" {
 		runID = newRunID()
@@ -71,7 +76,7 @@ func (m *Manager) plan(req *runnel.RunRequest, runID string) (*plan, error) {
 	p.log = slog.New(p.red.Handler(m.log.Handler())).With(
 		"run_id", p.runID, "session_id", req.SessionID, "harness", "native", "model", req.Model)
 	checks := []func(*plan) error{
-		checkHarness, checkMessages, checkSandbox, checkFiles, checkUnsupported, m.checkLimits,
+		checkHarness, checkMessages, checkSandbox, checkFiles, m.checkMCP, m.checkLimits,
 	}
 	for _, check := range checks {
 		if err := check(p); err != nil {
@@ -207,15 +212,23 @@ func checkPath(field, p string) error {
 	return nil
 }
 
-// checkUnsupported refuses features this build does not have yet rather
-// than dropping them: a run that silently lost its MCP servers would
-// answer as if they had nothing to say.
-func checkUnsupported(p *plan) error {
-	if len(p.req.McpServers) > 0 {
-		return invalid("MCP servers are not supported by this runnel build yet; remove mcpServers to run without them.")
+// checkMCP validates the MCP servers (shape, reserved name, stdio, the
+// static part of the URL guard) and code mode, which needs a server whose
+// tools the scripts can call.
+func (m *Manager) checkMCP(p *plan) error {
+	specs, err := mcp.Normalize(p.req.McpServers, m.opts.MCPGuard)
+	if err != nil {
+		return err
 	}
-	if p.req.CodeMode != nil && p.req.CodeMode.Enabled {
-		return invalid("Code mode is not supported by this runnel build yet; remove codeMode or set codeMode.enabled to false.")
+	p.mcp = specs
+	if cm := p.req.CodeMode; cm != nil && cm.Enabled {
+		if len(specs) == 0 {
+			return invalid("codeMode.enabled needs at least one MCP server in mcpServers: scripts call MCP tools; add a server or set codeMode.enabled to false.")
+		}
+		if cm.TimeoutMs < 0 {
+			return invalid("codeMode.timeoutMs must not be negative.")
+		}
+		p.codeMode = true
 	}
 	return nil
 }

@@ -50,6 +50,7 @@ import (
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/harness/native"
+	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/provider"
 	"github.com/runnel/runnel/internal/tools"
 )
@@ -106,6 +107,12 @@ type Options struct {
 	// Builtins configures the builtin tools (bash timeouts and output
 	// caps); nil means their defaults.
 	Builtins *tools.BuiltinOptions
+	// MCPGuard is the URL guard of user MCP servers: the hosts exempt from
+	// it (RUNNEL_MCP_HOST_ALLOWLIST) and the resolver it checks names with.
+	MCPGuard mcp.GuardOptions
+	// MCPConnectTimeout bounds connecting to one MCP server and listing
+	// its tools (default mcp.DefaultConnectTimeout).
+	MCPConnectTimeout time.Duration
 }
 
 // Manager runs requests. It is safe for concurrent use; it holds no state
@@ -193,11 +200,20 @@ func (m *Manager) Run(ctx context.Context, req *runnel.RunRequest, sink runnel.S
 			}
 		}()
 	}
-	g, advert := m.gate(p, ws)
-
 	rctx, cancel := context.WithTimeoutCause(ctx, p.total, errTotalTimeout)
 	defer cancel()
 	start := time.Now()
+	pool := m.connectMCP(rctx, p)
+	if pool != nil {
+		// Every session is closed whatever way the run ends; Close is
+		// bounded even against a hung server.
+		defer func() {
+			if err := pool.Close(); err != nil {
+				log.Warn("mcp close", "err", err)
+			}
+		}()
+	}
+	g, advert := m.gate(p, ws, pool)
 	log.InfoContext(ctx, "run start", "tools", len(advert), "max_steps", p.maxSteps, "parked", len(p.resume.parked))
 	for _, n := range p.notices {
 		sink.Emit(runnel.Event{Type: runnel.EventNotice, Text: n})
@@ -282,6 +298,7 @@ func capabilities() *runnel.Capabilities {
 		ToolCalls:       true,
 		Reasoning:       true,
 		Permissions:     true,
+		McpTools:        true,
 		Usage:           true,
 		StreamingDeltas: true,
 	}

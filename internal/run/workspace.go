@@ -7,6 +7,7 @@ import (
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/harness/native"
+	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/permission"
 	"github.com/runnel/runnel/internal/provider"
 	"github.com/runnel/runnel/internal/sandbox"
@@ -56,7 +57,7 @@ func (m *Manager) openWorkspace(p *plan) (*sandbox.Workspace, error) {
 // the custom tools of the plan, then the granted builtins working in ws.
 // Read-only builtins (read, ls, find, grep) count as reads under the
 // allow_reads default; the others ask.
-func (m *Manager) gate(p *plan, ws *sandbox.Workspace) (*gate, []provider.Tool) {
+func (m *Manager) gate(p *plan, ws *sandbox.Workspace, pool *mcp.Pool) (*gate, []provider.Tool) {
 	g := &gate{
 		tools:      maps.Clone(p.gated),
 		plan:       p.perm,
@@ -66,6 +67,7 @@ func (m *Manager) gate(p *plan, ws *sandbox.Workspace) (*gate, []provider.Tool) 
 		secret:     m.opts.InteractionSecret,
 	}
 	advert := append([]provider.Tool(nil), p.advert...)
+	advert = append(advert, mcpTools(g, pool)...)
 	if ws == nil || len(p.grants) == 0 {
 		return g, advert
 	}

@@ -1,0 +1,67 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/harness/native"
+	"github.com/runnel/runnel/internal/mcp"
+	"github.com/runnel/runnel/internal/permission"
+	"github.com/runnel/runnel/internal/provider"
+)
+
+// connectMCP opens the run's MCP sessions, or returns nil when the request
+// names no server. A server that cannot be reached is not a failure of the
+// run: the pool reports it, and the caller hears it as a notice event and
+// a line in the result (DESIGN §4.6).
+func (m *Manager) connectMCP(ctx context.Context, p *plan) *mcp.Pool {
+	if len(p.mcp) == 0 {
+		return nil
+	}
+	pool := mcp.Connect(ctx, p.mcp, &mcp.Options{
+		Guard:          m.opts.MCPGuard,
+		ConnectTimeout: m.opts.MCPConnectTimeout,
+		Logger:         p.log,
+	})
+	p.notices = append(p.notices, pool.Notices()...)
+	return pool
+}
+
+// mcpTools adds the pool's tools to the gate and returns what the model is
+// offered. MCP tools are relayed calls under their server's permission.
+func mcpTools(g *gate, pool *mcp.Pool) []provider.Tool {
+	if pool == nil {
+		return nil
+	}
+	var advert []provider.Tool
+	for _, t := range pool.Tools() {
+		if _, taken := g.tools[t.QualifiedName]; taken {
+			continue // a custom tool already has the name; Normalize keeps this from happening for MCP names
+		}
+		name := t.QualifiedName
+		g.tools[name] = &gatedTool{
+			executor:         permission.ExecutorRelay,
+			serverPermission: t.ServerPermission,
+			readOnly:         t.ReadOnly,
+			run: func(ctx context.Context, c native.Call) native.ToolResult {
+				return mcpResult(pool.Call(ctx, name, c.Input))
+			},
+		}
+		advert = append(advert, provider.Tool{Name: name, Description: t.Description, Schema: t.InputSchema})
+	}
+	return advert
+}
+
+// mcpResult turns a pool call into what the model reads. A call that got
+// no result (the server failed, or the run ended) is a tool error too.
+func mcpResult(res mcp.Result, err error) native.ToolResult {
+	switch {
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return native.TextResult("The MCP tool call was cancelled before it finished.", true)
+	case err != nil:
+		return native.TextResult(fmt.Sprintf("The MCP tool call failed: %v", err), true)
+	}
+	return native.ToolResult{Output: runnel.TextOutput(res.Content), IsError: res.IsError}
+}

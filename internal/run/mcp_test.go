@@ -1,0 +1,304 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/llmtest"
+	rmcp "github.com/runnel/runnel/internal/mcp"
+)
+
+// mcpHeaderValue stands in for a secret the request sends to the server.
+const mcpHeaderValue = "mcp-secret-header-value-0004"
+
+// mcpFixture is a real MCP server (go-sdk, streamable HTTP on a loopback
+// socket). It counts live sessions from the server's side, so a test can
+// check that a run closed every session rather than assume it.
+type mcpFixture struct {
+	url           string
+	slowStarted   chan struct{}
+	slowCancelled chan struct{}
+
+	mu         sync.Mutex
+	live       int
+	changed    chan struct{}
+	badHeaders int
+}
+
+func newMCPFixture(t *testing.T) *mcpFixture {
+	t.Helper()
+	f := &mcpFixture{slowStarted: make(chan struct{}, 4), slowCancelled: make(chan struct{}, 4), changed: make(chan struct{})}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "mem", Version: "1"}, &mcp.ServerOptions{
+		InitializedHandler: func(_ context.Context, req *mcp.InitializedRequest) {
+			f.update(+1)
+			go func() { _ = req.Session.Wait(); f.update(-1) }()
+		},
+	})
+	type addIn struct {
+		A int `json:"a"`
+		B int `json:"b"`
+	}
+	type sumOut struct {
+		Sum int `json:"sum"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "add", Description: "Adds two numbers.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, _ *mcp.CallToolRequest, in addIn) (*mcp.CallToolResult, sumOut, error) {
+			return nil, sumOut{Sum: in.A + in.B}, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "slow", Description: "Runs until cancelled.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			f.slowStarted <- struct{}{}
+			<-ctx.Done()
+			f.slowCancelled <- struct{}{}
+			return nil, nil, ctx.Err()
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Api-Key") != mcpHeaderValue {
+			f.mu.Lock()
+			f.badHeaders++
+			f.mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	f.url = hs.URL + "/mcp"
+	return f
+}
+
+func (f *mcpFixture) update(d int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.live += d
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// requireClosed waits until the server has no live session. The bound only
+// turns "never closed" into a failure instead of a hung test.
+func (f *mcpFixture) requireClosed(t *testing.T) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		f.mu.Lock()
+		live, changed := f.live, f.changed
+		f.mu.Unlock()
+		if live == 0 {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("%d MCP session(s) still open after the run ended", live)
+		}
+	}
+}
+
+func mcpManager() *Manager {
+	return NewManager(&Options{MCPGuard: rmcp.GuardOptions{HostAllowlist: []string{"127.0.0.1"}}})
+}
+
+func mcpRequest(llm *llmtest.Server, f *mcpFixture, prompt string) *runnel.RunRequest {
+	req := baseRequest(llm, APIOpenAIChat, prompt)
+	req.McpServers = []runnel.McpServer{{Name: "mem", Connection: &runnel.McpConnection{
+		Type: "http", URL: f.url, Headers: map[string]string{"X-Api-Key": mcpHeaderValue}}}}
+	return req
+}
+
+func TestMCPToolThroughTheLoop(t *testing.T) {
+	f := newMCPFixture(t)
+	llm := llmtest.NewServer(llmtest.Script{Rules: []llmtest.Rule{
+		{When: llmtest.Match{LastRole: "tool"}, Reply: llmtest.Reply{Text: "sum: {{last_tool_result}}"}},
+		{When: llmtest.Match{HasTool: "mcp__mem__add"}, Reply: llmtest.Reply{ToolCalls: []llmtest.ToolCall{
+			{ID: "c1", Name: "mcp__mem__add", Arguments: json.RawMessage(`{"a":2,"b":3}`)}}}},
+	}})
+	defer llm.Close()
+	var events []runnel.Event
+	res, err := mcpManager().Run(context.Background(), mcpRequest(llm, f, "add 2 and 3"),
+		runnel.SinkFunc(func(e runnel.Event) { events = append(events, e) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != runnel.StatusCompleted || res.Output != `sum: {"sum":5}` {
+		t.Errorf("result %q %q, want completed with the server's sum", res.Status, res.Output)
+	}
+	offered := llm.Requests()[0].Conversation.Tools
+	if !slices.Contains(offered, "mcp__mem__add") || !slices.Contains(offered, "mcp__mem__slow") {
+		t.Errorf("offered tools %v, want the server's tools as mcp__mem__<tool>", offered)
+	}
+	if !strings.Contains(string(llm.Requests()[0].Body), `"required"`) && !strings.Contains(string(llm.Requests()[0].Body), `"a"`) {
+		t.Error("the model was not offered the tool's real input schema")
+	}
+	f.requireClosed(t)
+	if f.badHeaders != 0 {
+		t.Errorf("%d MCP requests lacked the configured header", f.badHeaders)
+	}
+	b, _ := json.Marshal(struct {
+		E []runnel.Event
+		R *runnel.Result
+	}{events, res})
+	if strings.Contains(string(b), mcpHeaderValue) {
+		t.Error("the MCP header value reached the events or the result")
+	}
+}
+
+func TestMCPServerPermissionAskPauses(t *testing.T) {
+	f := newMCPFixture(t)
+	llm := llmtest.NewServer(llmtest.Script{Rules: []llmtest.Rule{
+		{When: llmtest.Match{HasTool: "mcp__mem__add"}, Reply: llmtest.Reply{ToolCalls: []llmtest.ToolCall{
+			{ID: "c1", Name: "mcp__mem__add", Arguments: json.RawMessage(`{"a":2,"b":3}`)}}}},
+	}})
+	defer llm.Close()
+	req := mcpRequest(llm, f, "add 2 and 3")
+	req.McpServers[0].Policy = &runnel.McpPolicy{Permission: "ask"}
+	res, err := mcpManager().Run(context.Background(), req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != runnel.StatusPaused || len(res.Interactions) != 1 || res.Interactions[0].ToolName != "mcp__mem__add" ||
+		res.Interactions[0].Kind != runnel.InteractionApproval {
+		t.Fatalf("status %q interactions %+v, want one approval for mcp__mem__add although the tool is read-only", res.Status, res.Interactions)
+	}
+	f.requireClosed(t)
+}
+
+func TestMCPUnreachableServerReported(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String() + "/mcp"
+	ln.Close()
+	f := newMCPFixture(t)
+	llm := llmtest.NewServer(llmtest.Script{Rules: []llmtest.Rule{{When: llmtest.Match{}, Reply: llmtest.Reply{Text: "hi"}}}})
+	defer llm.Close()
+	req := mcpRequest(llm, f, "hello")
+	req.McpServers = append(req.McpServers, runnel.McpServer{Name: "gone", URL: dead, Transport: "http"})
+	var notices []string
+	res, err := mcpManager().Run(context.Background(), req, runnel.SinkFunc(func(e runnel.Event) {
+		if e.Type == runnel.EventNotice {
+			notices = append(notices, e.Text)
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != runnel.StatusCompleted {
+		t.Errorf("status %q: an unreachable server must not fail the run", res.Status)
+	}
+	mentions := func(list []string) bool {
+		return slices.ContainsFunc(list, func(s string) bool { return strings.Contains(s, `"gone"`) })
+	}
+	if !mentions(notices) || !mentions(res.Notices) {
+		t.Errorf("notice events %q, result notices %q: both must name the unreachable server", notices, res.Notices)
+	}
+	if !slices.Contains(llm.Requests()[0].Conversation.Tools, "mcp__mem__add") {
+		t.Error("the reachable server's tools were not offered")
+	}
+	f.requireClosed(t)
+}
+
+// Every session is closed whatever way the run ends.
+func TestMCPSessionsClosedOnEveryEnding(t *testing.T) {
+	slowCall := llmtest.Rule{When: llmtest.Match{HasTool: "mcp__mem__slow", LastRole: "user"}, Reply: llmtest.Reply{
+		ToolCalls: []llmtest.ToolCall{{ID: "s1", Name: "mcp__mem__slow", Arguments: json.RawMessage(`{}`)}}}}
+	tests := []struct {
+		name   string
+		rules  []llmtest.Rule
+		limits *runnel.Limits
+		cancel bool // cancel the run's context once the slow tool runs
+		want   runnel.Status
+		code   runnel.ErrorCode
+	}{
+		{name: "success", rules: []llmtest.Rule{{When: llmtest.Match{}, Reply: llmtest.Reply{Text: "hi"}}}, want: runnel.StatusCompleted},
+		{name: "model error", rules: []llmtest.Rule{{When: llmtest.Match{}, Fault: &llmtest.Fault{Kind: llmtest.FaultStatus, Status: 400}}},
+			want: runnel.StatusFailed, code: runnel.CodeProviderError},
+		{name: "timeout", rules: []llmtest.Rule{slowCall}, limits: &runnel.Limits{TotalTimeoutMs: 300},
+			want: runnel.StatusFailed, code: runnel.CodeTimeout},
+		{name: "cancelled", rules: []llmtest.Rule{slowCall}, cancel: true, want: runnel.StatusCancelled, code: runnel.CodeCancelled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newMCPFixture(t)
+			llm := llmtest.NewServer(llmtest.Script{Rules: tt.rules})
+			defer llm.Close()
+			req := mcpRequest(llm, f, "go")
+			req.Limits = tt.limits
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tt.cancel {
+				go func() {
+					select {
+					case <-f.slowStarted:
+						cancel()
+					case <-ctx.Done():
+					}
+				}()
+			}
+			res, err := mcpManager().Run(ctx, req, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != tt.want || res.ErrorCode != tt.code {
+				t.Errorf("status %q code %q, want %q %q", res.Status, res.ErrorCode, tt.want, tt.code)
+			}
+			if tt.limits != nil || tt.cancel {
+				select {
+				case <-f.slowCancelled:
+				case <-time.After(10 * time.Second):
+					t.Error("the in-flight MCP call was not cancelled on the server")
+				}
+			}
+			f.requireClosed(t)
+		})
+	}
+}
+
+func TestMCPGuardAndShapeRefusals(t *testing.T) {
+	llm := llmtest.NewServer(llmtest.Script{Rules: []llmtest.Rule{{When: llmtest.Match{}, Reply: llmtest.Reply{Text: "hi"}}}})
+	defer llm.Close()
+	tests := []struct {
+		name   string
+		server runnel.McpServer
+		code   runnel.ErrorCode
+		want   string
+	}{
+		{"loopback without allowlist", runnel.McpServer{Name: "local", URL: "https://127.0.0.1/mcp"}, runnel.CodeRefused, "127.0.0.1"},
+		{"stdio", runnel.McpServer{Name: "files", Command: "npx"}, runnel.CodeRefused, "isolated"},
+		{"reserved name", runnel.McpServer{Name: "runnel", URL: "https://mcp.example/mcp"}, runnel.CodeInvalidRequest, "reserved"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := baseRequest(llm, APIOpenAIChat, "hi")
+			req.McpServers = []runnel.McpServer{tt.server}
+			_, err := NewManager(nil).Run(context.Background(), req, nil)
+			var re *runnel.Error
+			if !errors.As(err, &re) || re.Code != tt.code || !strings.Contains(re.Message, tt.want) {
+				t.Errorf("err %v, want a %s refusal mentioning %q", err, tt.code, tt.want)
+			}
+		})
+	}
+}
+
+func TestCodeModeNeedsAServer(t *testing.T) {
+	llm := llmtest.NewServer(llmtest.Script{Rules: []llmtest.Rule{{When: llmtest.Match{}, Reply: llmtest.Reply{Text: "hi"}}}})
+	defer llm.Close()
+	req := baseRequest(llm, APIOpenAIChat, "hi")
+	req.CodeMode = &runnel.CodeMode{Enabled: true}
+	_, err := NewManager(nil).Run(context.Background(), req, nil)
+	if err == nil || !strings.Contains(err.Error(), "needs at least one MCP server") {
+		t.Errorf("err %v, want codeMode refused without an MCP server", err)
+	}
+}

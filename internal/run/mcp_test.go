@@ -18,6 +18,7 @@ import (
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/llmtest"
 	rmcp "github.com/runnel/runnel/internal/mcp"
+	"github.com/runnel/runnel/internal/mcp/mcptest"
 )
 
 // mcpHeaderValue stands in for a secret the request sends to the server.
@@ -301,4 +302,46 @@ func TestCodeModeNeedsAServer(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "needs at least one MCP server") {
 		t.Errorf("err %v, want codeMode refused without an MCP server", err)
 	}
+}
+
+// TestServerEverythingThroughTheLoop lists and calls the reference MCP
+// server's tools through runnel's native loop: the model sees the server's
+// tools and calls echo and get-sum in one step.
+func TestServerEverythingThroughTheLoop(t *testing.T) {
+	s := mcptest.StartEverything(t)
+	llm := llmtest.NewServer(llmtest.Script{Rules: []llmtest.Rule{
+		{When: llmtest.Match{LastRole: "tool"}, Reply: llmtest.Reply{Text: "done"}},
+		{When: llmtest.Match{HasTool: "mcp__everything__echo"}, Reply: llmtest.Reply{ToolCalls: []llmtest.ToolCall{
+			{ID: "e1", Name: "mcp__everything__echo", Arguments: json.RawMessage(`{"message":"hello"}`)},
+			{ID: "e2", Name: "mcp__everything__get-sum", Arguments: json.RawMessage(`{"a":2,"b":3}`)},
+		}}},
+	}})
+	defer llm.Close()
+	req := baseRequest(llm, APIOpenAIChat, "use the tools")
+	req.McpServers = []runnel.McpServer{{Name: "everything", Connection: &runnel.McpConnection{Type: "http", URL: s.URL}}}
+	req.Permissions = json.RawMessage(`{"default":"allow"}`)
+	m := NewManager(&Options{MCPGuard: rmcp.GuardOptions{HostAllowlist: []string{"127.0.0.1:" + s.Port}}})
+	res, err := m.Run(context.Background(), req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != runnel.StatusCompleted || len(res.Notices) != 0 {
+		t.Fatalf("status %q notices %q", res.Status, res.Notices)
+	}
+	var outputs []string
+	for _, msg := range res.Messages {
+		for _, b := range msg.Content {
+			if b.Type == runnel.BlockToolResult {
+				outputs = append(outputs, b.OutputText())
+			}
+		}
+	}
+	want := []string{"Echo: hello", "The sum of 2 and 3 is 5."}
+	if len(outputs) != 2 || !strings.HasPrefix(outputs[0], want[0]) || !strings.HasPrefix(outputs[1], want[1]) {
+		t.Errorf("tool results %q, want results starting %q", outputs, want)
+	}
+	if !slices.Contains(llm.Requests()[0].Conversation.Tools, "mcp__everything__get-sum") {
+		t.Errorf("offered %v, want the reference server's tools", llm.Requests()[0].Conversation.Tools)
+	}
+	s.WaitFor(t, "Received session termination request")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,7 @@ import (
 	"github.com/runnel/runnel/internal/llmtest"
 	rmcp "github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/mcp/mcptest"
+	"github.com/runnel/runnel/internal/server"
 )
 
 // mcpHeaderValue stands in for a secret the request sends to the server.
@@ -344,4 +346,45 @@ func TestServerEverythingThroughTheLoop(t *testing.T) {
 		t.Errorf("offered %v, want the reference server's tools", llm.Requests()[0].Conversation.Tools)
 	}
 	s.WaitFor(t, "Received session termination request")
+}
+
+// A client that disconnects mid-run cancels the run through the real HTTP
+// server, and the run's MCP sessions close: checked on the MCP server.
+func TestMCPSessionsClosedOnClientDisconnect(t *testing.T) {
+	f := newMCPFixture(t)
+	llm := llmtest.NewServer(llmtest.Script{Rules: []llmtest.Rule{{When: llmtest.Match{HasTool: "mcp__mem__slow"}, Reply: llmtest.Reply{
+		ToolCalls: []llmtest.ToolCall{{ID: "s1", Name: "mcp__mem__slow", Arguments: json.RawMessage(`{}`)}}}}}})
+	defer llm.Close()
+	hs := httptest.NewServer(server.New(mcpManager(), nil))
+	defer hs.Close()
+
+	body, _ := json.Marshal(mcpRequest(llm, f, "go"))
+	ctx, disconnect := context.WithCancel(context.Background())
+	defer disconnect()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL+"/run", strings.NewReader(string(body)))
+	req.Header.Set("Accept", "application/x-ndjson")
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	done := make(chan error, 1)
+	go func() {
+		resp, err := client.Do(req)
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	select {
+	case <-f.slowStarted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slow MCP tool never started")
+	}
+	disconnect()
+	<-done
+	select {
+	case <-f.slowCancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the MCP call was not cancelled after the client disconnected")
+	}
+	f.requireClosed(t)
 }

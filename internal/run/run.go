@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/runnel/runnel"
@@ -258,6 +259,7 @@ func (m *Manager) result(ctx, rctx context.Context, p *plan, out *native.Outcome
 		SessionID:    p.req.SessionID,
 		TurnID:       p.req.TurnID,
 		Model:        p.req.Model,
+		TraceID:      traceID(p.req),
 		RequestID:    p.runID,
 	}
 	if res.Messages == nil {
@@ -288,6 +290,20 @@ func (m *Manager) result(ctx, rctx context.Context, p *plan, out *native.Outcome
 		}
 	}
 	return res
+}
+
+// traceID is the W3C trace id of the caller's traceparent
+// ("00-<trace-id>-<parent-id>-<flags>"), so the platform can find the run
+// in its traces; empty when the request carries none or a malformed one.
+func traceID(req *runnel.RunRequest) string {
+	if req.Context == nil || req.Context.Propagation == nil {
+		return ""
+	}
+	parts := strings.Split(strings.TrimSpace(req.Context.Propagation.Traceparent), "-")
+	if len(parts) != 4 || len(parts[1]) != 32 || strings.Trim(parts[1], "0123456789abcdef") != "" || strings.Trim(parts[1], "0") == "" {
+		return ""
+	}
+	return parts[1]
 }
 
 // capabilities are the native harness's feature flags.

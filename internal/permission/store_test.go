@@ -33,15 +33,6 @@ func resultOf(id, kind, output string) runnel.Block {
 	return runnel.Block{Type: runnel.BlockToolResult, ToolCallID: id, Kind: kind, Output: json.RawMessage(output)}
 }
 
-func mustKey(t *testing.T, name, args string, opts KeyOptions) string {
-	t.Helper()
-	k, ok := Key(name, json.RawMessage(args), opts)
-	if !ok {
-		t.Fatalf("Key(%q, %s) cannot be keyed", name, args)
-	}
-	return k
-}
-
 func TestExtractDecisions(t *testing.T) {
 	lsKey := `Bash#{"command":"ls"}`
 	tests := []struct {

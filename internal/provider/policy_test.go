@@ -20,13 +20,6 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// modelFunc adapts a function to provider.Model.
-type modelFunc func(ctx context.Context, req *provider.Request, emit func(provider.Chunk)) (*provider.Response, error)
-
-func (f modelFunc) Stream(ctx context.Context, req *provider.Request, emit func(provider.Chunk)) (*provider.Response, error) {
-	return f(ctx, req, emit)
-}
-
 // script is a fake model whose attempt i (from 0) runs steps[i], recording
 // when each attempt started relative to the test's start.
 type script struct {

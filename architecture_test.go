@@ -1,0 +1,61 @@
+package runnel_test
+
+import (
+	"go/build"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestArchitecture guards DESIGN §1 in one table: what each package may
+// import beyond the standard library, and the imports that would break a
+// boundary ("the harnesses never know about HTTP, and the server never
+// knows about a provider"). Test files are not checked.
+func TestArchitecture(t *testing.T) {
+	const mod = "github.com/runnel/runnel"
+	tests := []struct {
+		dir string
+		// allowed are the non-standard import prefixes the package may use;
+		// nil means any.
+		allowed []string
+		// forbidden are imports the package must never have.
+		forbidden []string
+	}{
+		{dir: ".", allowed: []string{}},
+		{dir: "internal/redact", allowed: []string{mod}},
+		{dir: "internal/permission", allowed: []string{mod}},
+		{dir: "internal/sandbox", allowed: []string{mod}},
+		{dir: "internal/conformance", allowed: []string{}},
+		{dir: "internal/llmtest", allowed: []string{}},
+		{dir: "internal/mcp", allowed: []string{mod, "github.com/modelcontextprotocol/go-sdk/"}},
+		{dir: "internal/harness/native", allowed: []string{mod, mod + "/internal/provider"},
+			forbidden: []string{"net/http", "net", "os/exec", mod + "/internal/tools", mod + "/internal/server"}},
+		{dir: "internal/server", allowed: []string{mod, mod + "/internal/redact"}},
+		{dir: "internal/provider", allowed: []string{mod}},
+		{dir: "internal/provider/openai", allowed: []string{mod, mod + "/internal/provider"}},
+		{dir: "internal/provider/anthropic", allowed: []string{mod, mod + "/internal/provider"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.dir, func(t *testing.T) {
+			pkg, err := build.ImportDir(tt.dir, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(pkg.GoFiles) == 0 {
+				t.Fatal("no source files found")
+			}
+			for _, imp := range pkg.Imports {
+				if slices.Contains(tt.forbidden, imp) {
+					t.Errorf("%s imports %s, which crosses a boundary", tt.dir, imp)
+				}
+				first, _, _ := strings.Cut(imp, "/")
+				if !strings.Contains(first, ".") || tt.allowed == nil {
+					continue // the standard library
+				}
+				if !slices.ContainsFunc(tt.allowed, func(a string) bool { return imp == a || strings.HasPrefix(imp, strings.TrimSuffix(a, "/")+"/") && strings.HasSuffix(a, "/") }) {
+					t.Errorf("%s imports %s; it may import only the standard library and %v", tt.dir, imp, tt.allowed)
+				}
+			}
+		})
+	}
+}

@@ -30,7 +30,7 @@ func TestArchitecture(t *testing.T) {
 		{dir: "internal/mcp", allowed: []string{mod, "github.com/modelcontextprotocol/go-sdk/"}},
 		{dir: "internal/harness/native", allowed: []string{mod, mod + "/internal/provider"},
 			forbidden: []string{"net/http", "net", "os/exec", mod + "/internal/tools", mod + "/internal/server"}},
-		{dir: "internal/server", allowed: []string{mod, mod + "/internal/redact"}},
+		{dir: "internal/server", allowed: []string{mod}},
 		{dir: "internal/provider", allowed: []string{mod}},
 		{dir: "internal/provider/openai", allowed: []string{mod, mod + "/internal/provider"}},
 		{dir: "internal/provider/anthropic", allowed: []string{mod, mod + "/internal/provider"}},

@@ -28,6 +28,10 @@ func TestArchitecture(t *testing.T) {
 		{dir: "internal/conformance", allowed: []string{}},
 		{dir: "internal/llmtest", allowed: []string{}},
 		{dir: "internal/mcp", allowed: []string{mod, "github.com/modelcontextprotocol/go-sdk/"}},
+		// Code mode knows no MCP (the run adapts tools to it) and nothing
+		// that could give a script a way out.
+		{dir: "internal/codemode", allowed: []string{"modernc.org/quickjs"},
+			forbidden: []string{"os", "os/exec", "net", "net/http", mod + "/internal/mcp"}},
 		{dir: "internal/harness/native", allowed: []string{mod, mod + "/internal/provider"},
 			forbidden: []string{"net/http", "net", "os/exec", mod + "/internal/tools", mod + "/internal/server"}},
 		{dir: "internal/server", allowed: []string{mod}},

@@ -1,0 +1,337 @@
+package codemode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"modernc.org/quickjs"
+)
+
+// maxDrainJobs is how many jobs quickjs's ExecutePendingJobs runs before it
+// gives up on a self-feeding queue and returns; an async loop that never
+// awaits a tool reaches it, and drain then goes on until the budget ends.
+const maxDrainJobs = 1 << 20
+
+type toolKey struct{ server, tool string }
+
+// session is one Run: one VM, the event loop around it, and the tool calls
+// in flight. The VM and the fields without a comment belong to the
+// session's goroutine, the only one that touches the VM; the call
+// goroutines only send on results.
+type session struct {
+	parent       context.Context // the caller's: its end means cancelled, not timed out
+	budget       context.Context // parent with the timeout
+	calls        context.Context // budget, also cancelled when the script settles: the calls' context
+	cancelCalls  context.CancelFunc
+	deadline     time.Time
+	opts         Options
+	caller       Caller
+	known        map[toolKey]bool
+	order        []toolKey // known, in the order given
+	vm           *quickjs.VM
+	makeError    quickjs.Value // the prelude's runnel$error, while hasMakeError; freed by shutdown
+	hasMakeError bool
+
+	results chan callDone // capacity MaxConcurrentCalls, so a call never blocks sending
+	wg      sync.WaitGroup
+	running int
+	waiting []*toolCall
+	settled *settlement // set by the script's report: no call starts after it
+
+	pendingBytes int64 // the arguments of the calls waiting or running
+
+	// dropped counts the calls not made because the script had returned,
+	// cancelled the calls in flight when it returned.
+	dropped, cancelled int
+
+	mu        sync.Mutex // guards the fields below, which Run reads when it abandons the VM
+	logs      []string
+	logRoom   int
+	abandoned bool // Run has returned without the VM: no call may start
+}
+
+// runWith is Run. When it returns without the VM, the VM's goroutine is
+// added to stray (if not nil), so that a test can wait for it.
+func runWith(ctx context.Context, script string, tools []Tool, caller Caller, opts *Options, stray *sync.WaitGroup) Output {
+	o := opts.withDefaults()
+	budget, cancelBudget := context.WithTimeout(ctx, o.Timeout)
+	calls, cancelCalls := context.WithCancel(budget)
+	deadline, _ := budget.Deadline()
+	s := &session{
+		parent:      ctx,
+		budget:      budget,
+		calls:       calls,
+		cancelCalls: cancelCalls,
+		deadline:    deadline,
+		opts:        o,
+		caller:      caller,
+		known:       make(map[toolKey]bool, len(tools)),
+		results:     make(chan callDone, o.MaxConcurrentCalls),
+		logRoom:     o.MaxLogBytes,
+	}
+	for _, t := range tools {
+		k := toolKey{t.Server, t.Name}
+		if !s.known[k] {
+			s.known[k] = true
+			s.order = append(s.order, k)
+		}
+	}
+
+	done := make(chan Output, 1)
+	if stray != nil {
+		stray.Add(1)
+	}
+	go func() {
+		if stray != nil {
+			defer stray.Done()
+		}
+		out := s.run(script)
+		cancelBudget()
+		done <- out
+	}()
+	out, ok := s.wait(done)
+	if !ok {
+		out = s.abandon()
+	}
+	if out.Logs == nil {
+		out.Logs = []string{}
+	}
+	if out.Result == nil {
+		out.Result = json.RawMessage("null")
+	}
+	return out
+}
+
+// wait returns the session's Output, unless the engine is still running
+// Options.AbandonGrace after the budget ended.
+func (s *session) wait(done <-chan Output) (Output, bool) {
+	select {
+	case out := <-done:
+		return out, true
+	case <-s.budget.Done():
+	}
+	grace := time.NewTimer(s.opts.AbandonGrace)
+	defer grace.Stop()
+	select {
+	case out := <-done:
+		return out, true
+	case <-grace.C:
+		return Output{}, false
+	}
+}
+
+// abandon returns without the VM, which is still inside one long built-in
+// call: the engine checks for an interrupt only between calls. No call can
+// start from now on, and the calls in flight, cancelled with the budget,
+// are waited for; the VM's goroutine ends on its own when the engine stops.
+func (s *session) abandon() Output {
+	s.mu.Lock()
+	s.abandoned = true
+	s.mu.Unlock()
+	s.wg.Wait()
+	return s.stopped(s.logsSoFar())
+}
+
+func (s *session) run(script string) Output {
+	vm, err := quickjs.NewVM()
+	if err != nil {
+		return internalFailure()
+	}
+	s.vm = vm
+	defer vm.Close()
+	vm.SetMemoryLimit(uintptr(s.opts.MemoryLimit))
+	// Atomics.wait would block the goroutine beyond the reach of the
+	// interrupt; Atomics is gone anyway, this makes sure.
+	vm.SetCanBlock(false)
+	vm.SetModuleLoader(refuseImport, nil)
+
+	// The eval timeout stops JS when the budget ends; Interrupt stops it
+	// when the caller goes away meanwhile.
+	interrupted := make(chan struct{})
+	stop := context.AfterFunc(s.budget, func() {
+		defer close(interrupted)
+		vm.Interrupt()
+	})
+	defer func() {
+		if !stop() {
+			<-interrupted
+		}
+	}()
+	defer s.shutdown()
+
+	if out, failed := s.start(script); failed {
+		return out
+	}
+	if out, failed := s.loop(); failed {
+		return out
+	}
+	s.shutdown() // before finish, which reports what it cancelled
+	return s.finish()
+}
+
+// start sets up the sandbox and runs the script's synchronous part.
+func (s *session) start(script string) (Output, bool) {
+	for name, fn := range map[string]any{
+		"__runnel_call":   s.hostCall,
+		"__runnel_log":    s.hostLog,
+		"__runnel_report": s.hostReport,
+	} {
+		if err := s.vm.RegisterFunc(name, fn, false); err != nil {
+			return internalFailure(), true
+		}
+	}
+	if err := s.enter(); err != nil {
+		return s.failure(err), true
+	}
+	bytecode, err := preludeBytecode()
+	if err != nil {
+		return internalFailure(), true
+	}
+	setup, err := s.vm.EvalBytecodeValue(bytecode)
+	if err != nil {
+		return s.failure(err), true
+	}
+	defer setup.Free()
+	if err := s.enter(); err != nil {
+		return s.failure(err), true
+	}
+	fns, err := setup.CallValue(quickjs.UndefinedValue, s.toolList(), s.opts.MaxResultBytes, s.opts.MaxLogBytes)
+	if err != nil {
+		return s.failure(err), true
+	}
+	defer fns.Free()
+	settle, err := s.property(fns, "settle")
+	if err != nil {
+		return s.failure(err), true
+	}
+	defer settle.Free()
+	if s.makeError, err = s.property(fns, "error"); err != nil {
+		return s.failure(err), true
+	}
+	s.hasMakeError = true
+
+	// The script is the body of an async function, so that top-level await
+	// and return work. It starts on the wrapper's line, so that the line
+	// numbers in its errors are the script's own.
+	if err := s.enter(); err != nil {
+		return s.failure(err), true
+	}
+	promise, err := s.vm.EvalValue(scriptPrefix+script+"\n})()", quickjs.EvalGlobal)
+	if err != nil {
+		return s.failure(err), true
+	}
+	defer promise.Free()
+	if err := s.enter(); err != nil {
+		return s.failure(err), true
+	}
+	if _, err := settle.Call(quickjs.UndefinedValue, promise); err != nil {
+		return s.failure(err), true
+	}
+	return Output{}, false
+}
+
+func (s *session) property(v quickjs.Value, name string) (quickjs.Value, error) {
+	atom, err := s.vm.NewAtom(name)
+	if err != nil {
+		return quickjs.Value{}, err
+	}
+	return v.GetPropertyValue(atom)
+}
+
+// toolList is the prelude's tool list: [server, tool, accessor] for each
+// tool, in the order given, without duplicates.
+func (s *session) toolList() string {
+	list := make([][3]string, 0, len(s.order))
+	for _, k := range s.order {
+		list = append(list, [3]string{k.server, k.tool, accessor(k.server, k.tool)})
+	}
+	b, _ := json.Marshal(list) // strings only: cannot fail
+	return string(b)
+}
+
+// loop runs the script's jobs and delivers tool results until its promise
+// settles. Calls the script makes wait until the queue is drained before
+// they start: by then the job that reports the script's return has run if
+// the script returned, so no call starts once it has, not even from a job
+// queued before the return.
+func (s *session) loop() (Output, bool) {
+	for {
+		if err := s.drain(); err != nil {
+			return s.failure(err), true
+		}
+		if s.settled != nil {
+			return Output{}, false
+		}
+		s.launchWaiting()
+		if s.running == 0 {
+			if s.budget.Err() != nil {
+				return s.failure(errStopped), true
+			}
+			return Output{
+				Logs:    s.logsSoFar(),
+				Failure: FailureScript,
+				Error:   "the script's promise never settled: it waited for something that can never happen (the sandbox has no timers or events; only tool calls complete later)",
+			}, true
+		}
+		select {
+		case d := <-s.results:
+			if err := s.deliver(d); err != nil {
+				return s.failure(err), true
+			}
+		case <-s.budget.Done():
+			return s.failure(errStopped), true
+		}
+		for more := true; more; {
+			select {
+			case d := <-s.results:
+				if err := s.deliver(d); err != nil {
+					return s.failure(err), true
+				}
+			default:
+				more = false
+			}
+		}
+	}
+}
+
+// drain runs the queued jobs: promise reactions and async continuations.
+func (s *session) drain() error {
+	for {
+		if err := s.enter(); err != nil {
+			return err
+		}
+		n, err := s.vm.ExecutePendingJobs()
+		switch {
+		case s.settled != nil:
+			// Whatever stopped the drain (the Interrupt of hostReport) is of
+			// no interest now.
+			return nil
+		case err != nil && n >= maxDrainJobs:
+			continue
+		default:
+			return err
+		}
+	}
+}
+
+// enter must precede every call into the VM: it refuses once the budget has
+// ended and otherwise gives the engine what is left of it, so that one
+// budget covers every synchronous stretch and the waits between them.
+func (s *session) enter() error {
+	if s.budget.Err() != nil {
+		return errStopped
+	}
+	left := time.Until(s.deadline)
+	if left <= 0 {
+		return errStopped
+	}
+	return s.vm.SetEvalTimeout(left)
+}
+
+// refuseImport is the module loader: there are no modules to import.
+func refuseImport(_ *quickjs.VM, name string) (string, error) {
+	return "", fmt.Errorf("import is not available in this sandbox (module %q); call tools.<server>.<tool>(args) instead", name)
+}

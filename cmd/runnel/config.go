@@ -329,7 +329,7 @@ func (cfg *Config) interactionSecret() []byte {
 }
 
 func (cfg *Config) serverOptions(log *slog.Logger, harnesses []string) *server.Options {
-	features := []string{"ndjson", "permissions", "pause_resume", "client_tools", "builtins", "mcp"}
+	features := []string{"ndjson", "permissions", "pause_resume", "client_tools", "builtins", "mcp", "code_mode"}
 	return &server.Options{
 		Token:            cfg.Token,
 		MaxBodyBytes:     cfg.MaxBodyBytes,

@@ -29,6 +29,9 @@ type gatedTool struct {
 	// serverPermission is the owning MCP server's policy.permission.
 	serverPermission string
 	readOnly         *bool
+	// ownDefault, when set, decides the calls no spec, server or rule
+	// decides, in place of the plan's default.
+	ownDefault permission.Permission
 	// boundPaths are the argument paths contextBindings fill; keys leave
 	// them out, since the model's value there never reaches the tool.
 	boundPaths []string
@@ -66,7 +69,11 @@ func (g *gate) Dispatch(_ context.Context, c native.Call) native.Verdict {
 		return native.Answer(native.TextResult(supersededText(c.Name), true))
 	}
 	key, _ := permission.Key(c.Name, c.Input, permission.KeyOptions{BoundPaths: t.boundPaths})
-	verdict, decision := g.plan.Decide(permission.Gate{
+	plan := g.plan
+	if t.ownDefault != "" {
+		plan.Default = t.ownDefault
+	}
+	verdict, decision := plan.Decide(permission.Gate{
 		Executor:         t.executor,
 		ToolName:         c.Name,
 		Args:             c.Input,

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +34,9 @@ type mcpFixture struct {
 	url           string
 	slowStarted   chan struct{}
 	slowCancelled chan struct{}
+
+	// adds counts the calls of the add tool the server ran.
+	adds atomic.Int32
 
 	mu         sync.Mutex
 	live       int
@@ -58,6 +62,7 @@ func newMCPFixture(t *testing.T) *mcpFixture {
 	}
 	mcp.AddTool(srv, &mcp.Tool{Name: "add", Description: "Adds two numbers.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, _ *mcp.CallToolRequest, in addIn) (*mcp.CallToolResult, sumOut, error) {
+			f.adds.Add(1)
 			return nil, sumOut{Sum: in.A + in.B}, nil
 		})
 	mcp.AddTool(srv, &mcp.Tool{Name: "slow", Description: "Runs until cancelled.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/codemode"
 	"github.com/runnel/runnel/internal/harness/native"
 	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/permission"
@@ -42,7 +43,9 @@ type plan struct {
 	mcp []mcp.ServerSpec
 	// codeMode adds list_mcp_tools and run_mcp_script (DESIGN §4.7).
 	codeMode bool
-	perm     permission.Plan
+	// scriptTimeout is a script's budget when the model passes no timeoutMs.
+	scriptTimeout time.Duration
+	perm          permission.Plan
 	// resume is what the replayed conversation asks before the model runs.
 	resume   *resumption
 	maxSteps int
@@ -225,10 +228,15 @@ func (m *Manager) checkMCP(p *plan) error {
 		if len(specs) == 0 {
 			return invalid("codeMode.enabled needs at least one MCP server in mcpServers: scripts call MCP tools; add a server or set codeMode.enabled to false.")
 		}
-		if cm.TimeoutMs < 0 {
-			return invalid("codeMode.timeoutMs must not be negative.")
+		if cm.TimeoutMs < 0 || cm.TimeoutMs > codemode.MaxTimeout.Milliseconds() {
+			return invalid("codeMode.timeoutMs must be between 1 and %d (0 or absent means %d).",
+				codemode.MaxTimeout.Milliseconds(), codemode.DefaultTimeout.Milliseconds())
 		}
 		p.codeMode = true
+		p.scriptTimeout = time.Duration(cm.TimeoutMs) * time.Millisecond
+		if p.scriptTimeout == 0 {
+			p.scriptTimeout = codemode.DefaultTimeout
+		}
 	}
 	return nil
 }
@@ -279,6 +287,9 @@ func (m *Manager) planTools(p *plan) error {
 	for _, s := range reg.Specs() {
 		if slices.ContainsFunc(grants, func(g string) bool { return strings.EqualFold(g, s.Name) }) {
 			return invalid("Tool name %q is both a custom tool and a granted builtin; rename the custom tool or remove %q from tools.", s.Name, strings.ToLower(s.Name))
+		}
+		if p.codeMode && (s.Name == codemode.ListToolsName || s.Name == codemode.RunScriptName) {
+			return invalid("Tool name %q is taken by code mode; rename the custom tool or set codeMode.enabled to false.", s.Name)
 		}
 		p.gated[s.Name] = customTool(reg, s)
 		p.advert = append(p.advert, provider.Tool{Name: s.Name, Description: s.Description, Schema: s.InputSchema})

@@ -1,0 +1,123 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/runnel/runnel/internal/codemode"
+	"github.com/runnel/runnel/internal/harness/native"
+	"github.com/runnel/runnel/internal/mcp"
+	"github.com/runnel/runnel/internal/permission"
+	"github.com/runnel/runnel/internal/provider"
+)
+
+// codeModeTools adds list_mcp_tools and run_mcp_script (DESIGN §4.7) to the
+// gate and returns what the model is offered. Nothing is added when code
+// mode is off or no server could be reached: a script would have nothing to
+// call, and the unreachable servers are already reported.
+//
+// Neither tool has an effect of its own: listing reads what the model could
+// see anyway, and every call a script makes passes the gate like a direct
+// call. So they are allowed unless a rule names them (deny run_mcp_script
+// to forbid scripts); under a default of ask, asking for the script as well
+// as for its calls would ask twice.
+func codeModeTools(g *gate, p *plan, pool *mcp.Pool) []provider.Tool {
+	if !p.codeMode || pool == nil || len(pool.Tools()) == 0 {
+		return nil
+	}
+	mcpTools := pool.Tools()
+	sandboxTools := make([]codemode.Tool, len(mcpTools))
+	for i, t := range mcpTools {
+		sandboxTools[i] = codemode.Tool{Server: t.Server, Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
+	}
+	listing := codemode.ListTools(sandboxTools)
+	readOnly := true
+	g.tools[codemode.ListToolsName] = &gatedTool{
+		executor:   permission.ExecutorRelay,
+		readOnly:   &readOnly,
+		ownDefault: permission.Allow,
+		run: func(context.Context, native.Call) native.ToolResult {
+			return native.TextResult(listing, false)
+		},
+	}
+	scripts := &scriptCaller{gate: g, pool: pool, tools: make(map[[2]string]mcp.Tool, len(mcpTools))}
+	for _, t := range mcpTools {
+		scripts.tools[[2]string{t.Server, t.Name}] = t
+	}
+	g.tools[codemode.RunScriptName] = &gatedTool{
+		executor:   permission.ExecutorRelay,
+		readOnly:   &readOnly,
+		ownDefault: permission.Allow,
+		run: func(ctx context.Context, c native.Call) native.ToolResult {
+			return runScript(ctx, p.log, c.Input, p.scriptTimeout, sandboxTools, scripts)
+		},
+	}
+	return []provider.Tool{
+		{Name: codemode.ListToolsName, Description: codemode.ListToolsDescription, Schema: json.RawMessage(codemode.ListToolsSchema)},
+		{Name: codemode.RunScriptName, Description: codemode.RunScriptDescription, Schema: json.RawMessage(codemode.RunScriptSchema(p.scriptTimeout))},
+	}
+}
+
+// runScript is one run_mcp_script call. The model's timeoutMs replaces the
+// default budget, up to codemode.MaxTimeout; the run's own deadline bounds
+// it all the same through ctx.
+func runScript(ctx context.Context, log *slog.Logger, input json.RawMessage, timeout time.Duration, tools []codemode.Tool, caller codemode.Caller) native.ToolResult {
+	var in codemode.ScriptInput
+	if err := json.Unmarshal(input, &in); err != nil || strings.TrimSpace(in.Script) == "" {
+		return native.TextResult(fmt.Sprintf(
+			"%s needs {\"script\": \"<JavaScript>\"}, with an optional integer timeoutMs; the arguments given were not that. Call list_mcp_tools for the functions a script can call.",
+			codemode.RunScriptName), true)
+	}
+	if in.TimeoutMs > 0 {
+		timeout = time.Duration(in.TimeoutMs) * time.Millisecond
+	}
+	start := time.Now()
+	out := codemode.Run(ctx, in.Script, tools, caller, &codemode.Options{Timeout: timeout})
+	log.InfoContext(ctx, "code mode script", "duration_ms", time.Since(start).Milliseconds(),
+		"failure", string(out.Failure), "logs", len(out.Logs))
+	b, err := json.Marshal(out)
+	if err != nil { // the result is JSON already and the rest are strings
+		return native.TextResult("The script's output could not be encoded.", true)
+	}
+	return native.ToolResult{Output: b, IsError: out.Error != ""}
+}
+
+// scriptCaller runs the calls of scripts through the run's gate: what the
+// policy allows is called, what it denies rejects, and what would need a
+// person rejects with a codemode.Refusal, because a script cannot pause.
+// Stored approvals are not consulted: they answer the direct calls they
+// were given for, never a call inside a script.
+type scriptCaller struct {
+	gate  *gate
+	pool  *mcp.Pool
+	tools map[[2]string]mcp.Tool // by server and the server's tool name
+}
+
+func (s *scriptCaller) CallTool(ctx context.Context, server, tool string, args json.RawMessage) (codemode.CallResult, error) {
+	t, ok := s.tools[[2]string{server, tool}]
+	if !ok { // codemode only passes the tools it was given
+		return codemode.CallResult{}, fmt.Errorf("unknown tool %s.%s", server, tool)
+	}
+	switch s.gate.plan.Verdict(permission.Gate{
+		Executor:         permission.ExecutorRelay,
+		ToolName:         t.QualifiedName,
+		Args:             args,
+		ServerPermission: t.ServerPermission,
+		ReadOnly:         t.ReadOnly,
+	}, nil) {
+	case permission.VerdictDeny:
+		return codemode.CallResult{}, errors.New(policyDeniedText(t.QualifiedName))
+	case permission.VerdictPending:
+		return codemode.CallResult{}, &codemode.Refusal{Server: server, Tool: tool, Direct: t.QualifiedName}
+	}
+	res, err := s.pool.Call(ctx, t.QualifiedName, args)
+	if err != nil {
+		return codemode.CallResult{}, err
+	}
+	return codemode.CallResult{Content: res.Content, IsError: res.IsError}, nil
+}

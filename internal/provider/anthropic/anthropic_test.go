@@ -1,7 +1,6 @@
 package anthropic_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
@@ -18,34 +16,23 @@ import (
 	"github.com/runnel/runnel/internal/llmtest"
 	"github.com/runnel/runnel/internal/provider"
 	"github.com/runnel/runnel/internal/provider/anthropic"
+	"github.com/runnel/runnel/internal/provider/providertest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-const testKey = "sk-ant-test-0123456789"
+const testKey = providertest.Key
 
-// serve starts the fake model server and returns it with a config that
-// reaches it through a transport of the test's own, closed at the end so
-// no connection goroutine outlives the test.
-func serve(t *testing.T, rules ...llmtest.Rule) (*llmtest.Server, provider.Config) {
-	t.Helper()
-	srv := llmtest.NewServer(llmtest.Script{Rules: rules})
-	t.Cleanup(srv.Close)
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	return srv, provider.Config{BaseURL: srv.URL, APIKey: testKey, HTTPClient: &http.Client{Transport: tr}}
-}
+// claude is the adapter as providertest drives it; serve, stream and hello
+// are its helpers.
+var (
+	claude = providertest.Adapter{New: func(c provider.Config) provider.Model { return anthropic.New(c) }, Model: "claude-test"}
+	serve  = claude.Serve
+	stream = providertest.Stream
+	hello  = claude.Hello
+)
 
-func stream(t *testing.T, m provider.Model, req *provider.Request) ([]provider.Chunk, *provider.Response, error) {
-	t.Helper()
-	var chunks []provider.Chunk
-	resp, err := m.Stream(t.Context(), req, func(c provider.Chunk) { chunks = append(chunks, c) })
-	return chunks, resp, err
-}
-
-func hello(text string) *provider.Request {
-	return &provider.Request{Model: "claude-test", Messages: []runnel.Message{runnel.UserText(text)}}
-}
+func TestFailures(t *testing.T) { providertest.Failures(t, claude) }
 
 func TestTextAndUsage(t *testing.T) {
 	srv, cfg := serve(t, llmtest.Rule{Reply: llmtest.Reply{Text: "Hello, world!", ChunkSize: 5, Usage: &llmtest.Usage{Input: 12, Output: 7}}})
@@ -264,121 +251,6 @@ func TestHeadersAndKey(t *testing.T) {
 		if got := h.Get("Anthropic-Beta"); got != "test-beta" {
 			t.Errorf("anthropic-beta = %q, want the configured header", got)
 		}
-	}
-}
-
-func TestRetryAfterThenSuccess(t *testing.T) {
-	srv, cfg := serve(t, llmtest.Rule{
-		Reply: llmtest.Reply{Text: "finally"},
-		Fault: &llmtest.Fault{Kind: llmtest.FaultStatus, Status: 429, RetryAfter: "7", Times: 2},
-	})
-	_, _, err := stream(t, anthropic.New(cfg), hello("hi"))
-	var pe *provider.Error
-	if !errors.As(err, &pe) {
-		t.Fatalf("Stream = %v, want a *provider.Error", err)
-	}
-	if pe.Status != 429 || !pe.Retryable || pe.RetryAfter != 7*time.Second {
-		t.Errorf("error: status %d, retryable %v, retry after %v; want 429, true, 7s", pe.Status, pe.Retryable, pe.RetryAfter)
-	}
-	if !strings.Contains(pe.Message, "anthropic messages: HTTP 429: llmtest: scripted 429") {
-		t.Errorf("message %q does not carry the status and the API's message", pe.Message)
-	}
-	m := provider.WithPolicy(anthropic.New(cfg), provider.Policy{MaxBackoff: time.Millisecond})
-	_, resp, err := stream(t, m, hello("hi"))
-	if err != nil {
-		t.Fatalf("Stream with policy: %v", err)
-	}
-	if len(srv.Requests()) != 3 || resp.Content[0].Text != "finally" {
-		t.Errorf("requests %d, content %v; want 3 requests and the reply", len(srv.Requests()), resp.Content)
-	}
-}
-
-func TestServerErrorExhaustsAttempts(t *testing.T) {
-	srv, cfg := serve(t, llmtest.Rule{Fault: &llmtest.Fault{Kind: llmtest.FaultStatus, Status: 529}})
-	_, _, err := stream(t, provider.WithPolicy(anthropic.New(cfg), provider.Policy{Attempts: 3, BaseBackoff: time.Millisecond}), hello("hi"))
-	if code := runnel.ErrorCodeOf(err); code != runnel.CodeProviderError {
-		t.Fatalf("error code %q (%v), want provider_error", code, err)
-	}
-	if msg := err.Error(); !strings.Contains(msg, "HTTP 529") || !strings.HasSuffix(msg, "(after 3 attempts)") {
-		t.Errorf("message %q: want the status and the attempts", msg)
-	}
-	if n := len(srv.Requests()); n != 3 {
-		t.Errorf("requests = %d, want 3", n)
-	}
-}
-
-// The faults strike at event 8, among the text deltas (after message_start,
-// ping and content_block_start).
-func TestBrokenStreams(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		fault    llmtest.Fault
-		requests int
-		wantErr  string
-	}{
-		{"cut mid-way", llmtest.Fault{Kind: llmtest.FaultCut, AfterChunks: 8}, 1, "the stream broke off"},
-		{"malformed event", llmtest.Fault{Kind: llmtest.FaultMalformed, AfterChunks: 8}, 1, "malformed"},
-		{"cut before the response", llmtest.Fault{Kind: llmtest.FaultCut, Times: 1}, 2, ""},
-		{"cut after the headers", llmtest.Fault{Kind: llmtest.FaultCut, FlushHeaders: true, Times: 1}, 2, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			srv, cfg := serve(t, llmtest.Rule{Reply: llmtest.Reply{Text: "a long enough answer", ChunkSize: 2}, Fault: &tc.fault})
-			_, resp, err := stream(t, provider.WithPolicy(anthropic.New(cfg), provider.Policy{BaseBackoff: time.Millisecond}), hello("hi"))
-			if n := len(srv.Requests()); n != tc.requests {
-				t.Errorf("requests = %d, want %d", n, tc.requests)
-			}
-			if tc.wantErr == "" {
-				if err != nil || resp.Content[0].Text != "a long enough answer" {
-					t.Errorf("Stream = %v, %v; want the retried answer", resp, err)
-				}
-				return
-			}
-			if runnel.ErrorCodeOf(err) != runnel.CodeProviderError || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("Stream error = %v; want a provider_error saying %q", err, tc.wantErr)
-			}
-		})
-	}
-}
-
-func TestTimeouts(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		fault    llmtest.Fault
-		policy   provider.Policy
-		requests int
-		wantMsg  string
-	}{{
-		name:     "silent mid-stream",
-		fault:    llmtest.Fault{Kind: llmtest.FaultHang, AfterChunks: 8},
-		policy:   provider.Policy{Attempts: 3, FirstTokenTimeout: time.Minute, IdleTimeout: 100 * time.Millisecond},
-		requests: 1,
-		wantMsg:  "(idle timeout), after 1 attempt",
-	}, {
-		name:     "no first token",
-		fault:    llmtest.Fault{Kind: llmtest.FaultHang},
-		policy:   provider.Policy{Attempts: 2, BaseBackoff: time.Millisecond, FirstTokenTimeout: 100 * time.Millisecond},
-		requests: 2,
-		wantMsg:  "the model sent nothing for 100ms (first-token timeout), after 2 attempts",
-	}} {
-		t.Run(tc.name, func(t *testing.T) {
-			srv, cfg := serve(t, llmtest.Rule{Reply: llmtest.Reply{Text: "never finished", ChunkSize: 2}, Fault: &tc.fault})
-			_, _, err := stream(t, provider.WithPolicy(anthropic.New(cfg), tc.policy), hello("hi"))
-			if runnel.ErrorCodeOf(err) != runnel.CodeTimeout || !strings.HasSuffix(err.Error(), tc.wantMsg) {
-				t.Errorf("Stream error = %v; want a timeout ending %q", err, tc.wantMsg)
-			}
-			if n := len(srv.Requests()); n != tc.requests {
-				t.Errorf("requests = %d, want %d", n, tc.requests)
-			}
-		})
-	}
-}
-
-func TestContextCancel(t *testing.T) {
-	_, cfg := serve(t, llmtest.Rule{Fault: &llmtest.Fault{Kind: llmtest.FaultHang, AfterChunks: 8}, Reply: llmtest.Reply{Text: "abcdefghijkl", ChunkSize: 1}})
-	ctx, cancel := context.WithCancel(t.Context())
-	_, err := anthropic.New(cfg).Stream(ctx, hello("hi"), func(provider.Chunk) { cancel() })
-	if !errors.Is(err, context.Canceled) {
-		t.Errorf("Stream = %v, want context.Canceled", err)
 	}
 }
 

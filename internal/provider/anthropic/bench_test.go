@@ -4,35 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/provider"
 	"github.com/runnel/runnel/internal/provider/anthropic"
+	"github.com/runnel/runnel/internal/provider/providertest"
 )
-
-// cannedTransport answers every request with one fixed event stream after
-// reading the whole request body, so the benchmark measures the adapter's
-// own work without a socket or a server in the profile.
-type cannedTransport string
-
-func (c cannedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body != nil {
-		_, _ = io.Copy(io.Discard, req.Body)
-		_ = req.Body.Close()
-	}
-	return &http.Response{
-		StatusCode: http.StatusOK,
-		Status:     "200 OK",
-		Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:  http.Header{"Content-Type": {"text/event-stream"}},
-		Body:    io.NopCloser(strings.NewReader(string(c))),
-		Request: req,
-	}, nil
-}
 
 // toolAnswer is one tool step as the Messages API streams it.
 const toolAnswer = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-test\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":90,\"output_tokens\":1}}}\n\n" +
@@ -46,7 +25,7 @@ const toolAnswer = "event: message_start\ndata: {\"type\":\"message_start\",\"me
 // 40 earlier tool steps (bench/steploop's loop).
 func BenchmarkStream(b *testing.B) {
 	m := anthropic.New(provider.Config{BaseURL: "http://model.invalid", APIKey: testKey,
-		HTTPClient: &http.Client{Transport: cannedTransport(toolAnswer)}})
+		HTTPClient: &http.Client{Transport: providertest.CannedTransport(toolAnswer)}})
 	for _, steps := range []int{0, 10, 20, 40} {
 		b.Run(fmt.Sprintf("history=%d", steps), func(b *testing.B) {
 			msgs := []runnel.Message{runnel.UserText("Call echo until told to stop.")}

@@ -4,36 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/provider"
 	"github.com/runnel/runnel/internal/provider/openai"
+	"github.com/runnel/runnel/internal/provider/providertest"
 )
-
-// cannedTransport answers every request with one fixed event stream after
-// reading the whole request body, so a benchmark measures the adapter's own
-// work (building, encoding, sending and decoding) without a socket or a
-// server in the profile.
-type cannedTransport string
-
-func (c cannedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body != nil {
-		_, _ = io.Copy(io.Discard, req.Body)
-		_ = req.Body.Close()
-	}
-	return &http.Response{
-		StatusCode: http.StatusOK,
-		Status:     "200 OK",
-		Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:  http.Header{"Content-Type": {"text/event-stream"}},
-		Body:    io.NopCloser(strings.NewReader(string(c))),
-		Request: req,
-	}, nil
-}
 
 // The answer of one tool step, as OpenAI streams it.
 var (
@@ -75,7 +53,7 @@ func toolLoopRequest(steps int) *provider.Request {
 // earlier tool steps; the cost of encoding the history grows with it.
 func benchStream(b *testing.B, answer string, newModel func(provider.Config) provider.Model) {
 	m := newModel(provider.Config{BaseURL: "http://model.invalid/v1", APIKey: testKey,
-		HTTPClient: &http.Client{Transport: cannedTransport(answer)}})
+		HTTPClient: &http.Client{Transport: providertest.CannedTransport(answer)}})
 	for _, steps := range []int{0, 10, 20, 40} {
 		b.Run(fmt.Sprintf("history=%d", steps), func(b *testing.B) {
 			req := toolLoopRequest(steps)

@@ -1,13 +1,10 @@
 package openai_test
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
@@ -16,17 +13,32 @@ import (
 	"github.com/runnel/runnel/internal/llmtest"
 	"github.com/runnel/runnel/internal/provider"
 	"github.com/runnel/runnel/internal/provider/openai"
+	"github.com/runnel/runnel/internal/provider/providertest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-const testKey = "sk-test-0123456789"
+const testKey = providertest.Key
 
 // adapter is one of the package's two adapters, as the tests drive it.
 type adapter struct {
 	name string
 	api  string // the llmtest API it speaks
 	new  func(provider.Config) provider.Model
+}
+
+// serve, stream and hello are providertest's; both adapters share the
+// base path and the model id, so serve and hello serve both.
+var (
+	serve  = providertest.Adapter{BasePath: "/v1"}.Serve
+	stream = providertest.Stream
+	hello  = providertest.Adapter{Model: "gpt-test"}.Hello
+)
+
+func TestFailures(t *testing.T) {
+	forEach(t, func(t *testing.T, a adapter) {
+		providertest.Failures(t, providertest.Adapter{New: a.new, BasePath: "/v1", Model: "gpt-test"})
+	})
 }
 
 // forEach runs f once per adapter.
@@ -37,30 +49,6 @@ func forEach(t *testing.T, f func(t *testing.T, a adapter)) {
 	} {
 		t.Run(a.name, func(t *testing.T) { f(t, a) })
 	}
-}
-
-// serve starts the fake model server and returns it with a config that
-// reaches it through a transport of the test's own, closed at the end so
-// no connection goroutine outlives the test.
-func serve(t *testing.T, rules ...llmtest.Rule) (*llmtest.Server, provider.Config) {
-	t.Helper()
-	srv := llmtest.NewServer(llmtest.Script{Rules: rules})
-	t.Cleanup(srv.Close)
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	return srv, provider.Config{BaseURL: srv.URL + "/v1", APIKey: testKey, HTTPClient: &http.Client{Transport: tr}}
-}
-
-// stream calls m and collects what it emitted.
-func stream(t *testing.T, m provider.Model, req *provider.Request) ([]provider.Chunk, *provider.Response, error) {
-	t.Helper()
-	var chunks []provider.Chunk
-	resp, err := m.Stream(t.Context(), req, func(c provider.Chunk) { chunks = append(chunks, c) })
-	return chunks, resp, err
-}
-
-func hello(text string) *provider.Request {
-	return &provider.Request{Model: "gpt-test", Messages: []runnel.Message{runnel.UserText(text)}}
 }
 
 func TestTextAndUsage(t *testing.T) {
@@ -356,160 +344,6 @@ func TestHeadersKeyAndClient(t *testing.T) {
 		}
 		if len(rec.urls) != 1 || !strings.HasSuffix(rec.urls[0], "?api-version=2025-04-01-preview") {
 			t.Errorf("requests through cfg.HTTPClient = %q, want one with the api-version query", rec.urls)
-		}
-	})
-}
-
-func TestRetryAfterThenSuccess(t *testing.T) {
-	forEach(t, func(t *testing.T, a adapter) {
-		srv, cfg := serve(t, llmtest.Rule{
-			Reply: llmtest.Reply{Text: "finally"},
-			Fault: &llmtest.Fault{Kind: llmtest.FaultStatus, Status: 429, RetryAfter: "7", Times: 2},
-		})
-		// Unwrapped, the adapter reports what the policy needs.
-		_, _, err := stream(t, a.new(cfg), hello("hi"))
-		var pe *provider.Error
-		if !errors.As(err, &pe) {
-			t.Fatalf("Stream = %v, want a *provider.Error", err)
-		}
-		if pe.Status != 429 || !pe.Retryable || pe.RetryAfter != 7*time.Second {
-			t.Errorf("error: status %d, retryable %v, retry after %v; want 429, true, 7s", pe.Status, pe.Retryable, pe.RetryAfter)
-		}
-		if !strings.Contains(pe.Message, "HTTP 429: llmtest: scripted 429") {
-			t.Errorf("message %q does not carry the status and the API's message", pe.Message)
-		}
-		// Wrapped, the second 429 is waited out (capped far below 7s) and retried.
-		m := provider.WithPolicy(a.new(cfg), provider.Policy{MaxBackoff: time.Millisecond})
-		chunks, resp, err := stream(t, m, hello("hi"))
-		if err != nil {
-			t.Fatalf("Stream with policy: %v", err)
-		}
-		if len(srv.Requests()) != 3 || resp.Content[0].Text != "finally" || len(chunks) == 0 {
-			t.Errorf("requests %d, content %v; want 3 requests and the reply", len(srv.Requests()), resp.Content)
-		}
-	})
-}
-
-func TestServerErrorExhaustsAttempts(t *testing.T) {
-	forEach(t, func(t *testing.T, a adapter) {
-		srv, cfg := serve(t, llmtest.Rule{Fault: &llmtest.Fault{Kind: llmtest.FaultStatus, Status: 500}})
-		m := provider.WithPolicy(a.new(cfg), provider.Policy{Attempts: 3, BaseBackoff: time.Millisecond})
-		_, _, err := stream(t, m, hello("hi"))
-		if code := runnel.ErrorCodeOf(err); code != runnel.CodeProviderError {
-			t.Fatalf("error code %q (%v), want provider_error", code, err)
-		}
-		if msg := err.Error(); !strings.Contains(msg, "HTTP 500") || !strings.HasSuffix(msg, "(after 3 attempts)") {
-			t.Errorf("message %q: want the status and the attempts", msg)
-		}
-		if n := len(srv.Requests()); n != 3 {
-			t.Errorf("requests = %d, want 3", n)
-		}
-	})
-}
-
-func TestUnauthorizedIsNotRetried(t *testing.T) {
-	forEach(t, func(t *testing.T, a adapter) {
-		srv, cfg := serve(t, llmtest.Rule{Fault: &llmtest.Fault{Kind: llmtest.FaultStatus, Status: 401}})
-		_, _, err := stream(t, provider.WithPolicy(a.new(cfg), provider.Policy{BaseBackoff: time.Millisecond}), hello("hi"))
-		if runnel.ErrorCodeOf(err) != runnel.CodeProviderError || len(srv.Requests()) != 1 {
-			t.Errorf("error %v after %d requests; want provider_error after 1", err, len(srv.Requests()))
-		}
-		if strings.Contains(err.Error(), testKey) {
-			t.Error("the error message carries the API key")
-		}
-	})
-}
-
-// The faults strike at event 8, which lies among the text deltas of every
-// API: after chat's role chunk and Responses' four opening events.
-func TestBrokenStreams(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		fault    llmtest.Fault
-		requests int // what the server saw: a fault before any chunk is retried
-		wantErr  string
-	}{
-		{"cut mid-way", llmtest.Fault{Kind: llmtest.FaultCut, AfterChunks: 8}, 1, "the stream broke off"},
-		{"malformed chunk", llmtest.Fault{Kind: llmtest.FaultMalformed, AfterChunks: 8}, 1, "malformed"},
-		{"cut before the response", llmtest.Fault{Kind: llmtest.FaultCut, Times: 1}, 2, ""},
-		{"cut after the headers", llmtest.Fault{Kind: llmtest.FaultCut, FlushHeaders: true, Times: 1}, 2, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			forEach(t, func(t *testing.T, a adapter) {
-				srv, cfg := serve(t, llmtest.Rule{Reply: llmtest.Reply{Text: "a long enough answer", ChunkSize: 2}, Fault: &tc.fault})
-				m := provider.WithPolicy(a.new(cfg), provider.Policy{BaseBackoff: time.Millisecond})
-				_, resp, err := stream(t, m, hello("hi"))
-				if n := len(srv.Requests()); n != tc.requests {
-					t.Errorf("requests = %d, want %d", n, tc.requests)
-				}
-				if tc.wantErr == "" {
-					if err != nil || resp.Content[0].Text != "a long enough answer" {
-						t.Errorf("Stream = %v, %v; want the retried answer", resp, err)
-					}
-					return
-				}
-				if runnel.ErrorCodeOf(err) != runnel.CodeProviderError || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Errorf("Stream error = %v; want a provider_error saying %q", err, tc.wantErr)
-				}
-			})
-		})
-	}
-}
-
-func TestTimeouts(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		fault    llmtest.Fault
-		policy   provider.Policy
-		requests int
-		wantMsg  string
-	}{{
-		name:     "silent mid-stream",
-		fault:    llmtest.Fault{Kind: llmtest.FaultHang, AfterChunks: 8},
-		policy:   provider.Policy{Attempts: 3, FirstTokenTimeout: time.Minute, IdleTimeout: 100 * time.Millisecond},
-		requests: 1,
-		wantMsg:  "(idle timeout), after 1 attempt",
-	}, {
-		name:     "no first token",
-		fault:    llmtest.Fault{Kind: llmtest.FaultHang},
-		policy:   provider.Policy{Attempts: 2, BaseBackoff: time.Millisecond, FirstTokenTimeout: 100 * time.Millisecond},
-		requests: 2,
-		wantMsg:  "the model sent nothing for 100ms (first-token timeout), after 2 attempts",
-	}} {
-		t.Run(tc.name, func(t *testing.T) {
-			forEach(t, func(t *testing.T, a adapter) {
-				srv, cfg := serve(t, llmtest.Rule{Reply: llmtest.Reply{Text: "never finished", ChunkSize: 2}, Fault: &tc.fault})
-				_, _, err := stream(t, provider.WithPolicy(a.new(cfg), tc.policy), hello("hi"))
-				if runnel.ErrorCodeOf(err) != runnel.CodeTimeout || !strings.HasSuffix(err.Error(), tc.wantMsg) {
-					t.Errorf("Stream error = %v; want a timeout ending %q", err, tc.wantMsg)
-				}
-				if n := len(srv.Requests()); n != tc.requests {
-					t.Errorf("requests = %d, want %d", n, tc.requests)
-				}
-			})
-		})
-	}
-}
-
-func TestContextCancel(t *testing.T) {
-	forEach(t, func(t *testing.T, a adapter) {
-		_, cfg := serve(t, llmtest.Rule{Fault: &llmtest.Fault{Kind: llmtest.FaultHang, AfterChunks: 8}, Reply: llmtest.Reply{Text: "abcdefghijkl", ChunkSize: 1}})
-		ctx, cancel := context.WithCancel(t.Context())
-		_, err := a.new(cfg).Stream(ctx, hello("hi"), func(provider.Chunk) { cancel() })
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("Stream = %v, want context.Canceled", err)
-		}
-	})
-}
-
-func TestConnectionRefused(t *testing.T) {
-	forEach(t, func(t *testing.T, a adapter) {
-		srv, cfg := serve(t)
-		srv.Close()
-		_, _, err := stream(t, a.new(cfg), hello("hi"))
-		var pe *provider.Error
-		if !errors.As(err, &pe) || !pe.Retryable || pe.Status != 0 {
-			t.Errorf("Stream = %#v, want a retryable *provider.Error without status", err)
 		}
 	})
 }

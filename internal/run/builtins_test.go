@@ -36,7 +36,7 @@ func TestBuiltinsStayInTheWorkspace(t *testing.T) {
 	req.HarnessFiles = []runnel.File{{Path: "notes/hello.txt", Content: "hello from the platform\n"}}
 	req.Skills = []runnel.Skill{{Name: "greet", Description: "Say hello", Body: "Greet warmly."}}
 	req.AgentsMd = "Be brief."
-	res, err := NewManager(&Options{WorkspaceRoot: root}).Run(context.Background(), req, nil)
+	res, err := overHTTP(t, NewManager(&Options{WorkspaceRoot: root})).Run(context.Background(), req, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestReadOnlyBuiltinsCountAsReads(t *testing.T) {
 	req := baseRequest(llm, APIOpenAIChat, "Rewrite a.txt")
 	req.Tools = nil // absent: read, bash, edit, write
 	req.HarnessFiles = []runnel.File{{Path: "a.txt", Content: "old"}}
-	m := NewManager(&Options{WorkspaceRoot: t.TempDir()})
+	m := overHTTP(t, NewManager(&Options{WorkspaceRoot: t.TempDir()}))
 	first, err := m.Run(context.Background(), req, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestWorkspaceKept(t *testing.T) {
 	root := t.TempDir()
 	req := baseRequest(llm, APIOpenAIChat, "hi")
 	req.HarnessFiles = []runnel.File{{Path: "kept.txt", Content: "still here"}}
-	if _, err := NewManager(&Options{WorkspaceRoot: root, KeepWorkspace: true}).Run(context.Background(), req, nil); err != nil {
+	if _, err := overHTTP(t, NewManager(&Options{WorkspaceRoot: root, KeepWorkspace: true})).Run(context.Background(), req, nil); err != nil {
 		t.Fatal(err)
 	}
 	found, _ := filepath.Glob(filepath.Join(root, "*", "kept.txt"))
@@ -130,7 +130,7 @@ func TestWorkspaceKept(t *testing.T) {
 
 	empty := t.TempDir()
 	plain := baseRequest(llm, APIOpenAIChat, "hi") // tools: [] and no files
-	if _, err := NewManager(&Options{WorkspaceRoot: empty, KeepWorkspace: true}).Run(context.Background(), plain, nil); err != nil {
+	if _, err := overHTTP(t, NewManager(&Options{WorkspaceRoot: empty, KeepWorkspace: true})).Run(context.Background(), plain, nil); err != nil {
 		t.Fatal(err)
 	}
 	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
@@ -160,7 +160,7 @@ func TestDirectCallBindingsAfterApproval(t *testing.T) {
 		ContextBindings: map[string]string{"project": "$ctx.project.id"},
 		Call:            &runnel.DirectCall{Method: "POST", Path: "/api/projects/{project}/archive"},
 	}}
-	m := NewManager(nil)
+	m := overHTTP(t, NewManager(nil))
 	first, err := m.Run(context.Background(), req, nil)
 	if err != nil {
 		t.Fatal(err)

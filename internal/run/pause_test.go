@@ -13,7 +13,8 @@ import (
 )
 
 // The end-to-end pause and resume tests (DESIGN §5.3, §5.4): a real run
-// manager against the fake model server and a real callback endpoint,
+// manager behind runnel's HTTP front door (overHTTP), against the fake
+// model server and a real callback endpoint,
 // with every second request built the way a platform builds it: the
 // history it sent, the paused result's messages, and the answers.
 
@@ -26,7 +27,7 @@ func approvalInteraction(id, name, input string) runnel.Interaction {
 
 // pausedRun runs a request whose model calls delete_item, and checks it
 // paused for the approval without running anything.
-func pausedRun(t *testing.T, m *Manager, llm *llmtest.Server, p *platform, api string) (*runnel.RunRequest, *runnel.Result) {
+func pausedRun(t *testing.T, m runner, llm *llmtest.Server, p *platform, api string) (*runnel.RunRequest, *runnel.Result) {
 	t.Helper()
 	req := baseRequest(llm, api, "Delete report.pdf")
 	req.CustomTools = []runnel.ToolSpec{writeTool("delete_item")}
@@ -61,7 +62,7 @@ func TestApprovalRoundTrip(t *testing.T) {
 			llm := llmtest.NewServer(pauseScript(toolCall("call_d", "delete_item", deleteArgs)))
 			defer llm.Close()
 			p := newPlatform(t, nil)
-			m := NewManager(nil)
+			m := overHTTP(t, NewManager(nil))
 			req, first := pausedRun(t, m, llm, p, api)
 			if diff := cmp.Diff([]runnel.Interaction{approvalInteraction("call_d", "delete_item", deleteArgs)}, first.Interactions); diff != "" {
 				t.Errorf("interactions (-want +got):\n%s", diff)
@@ -111,7 +112,7 @@ func TestDenialRoundTrip(t *testing.T) {
 	llm := llmtest.NewServer(pauseScript(toolCall("call_d", "delete_item", deleteArgs)))
 	defer llm.Close()
 	p := newPlatform(t, nil)
-	m := NewManager(nil)
+	m := overHTTP(t, NewManager(nil))
 	// Anthropic carries is_error to the model, so the flag is checked too.
 	req, first := pausedRun(t, m, llm, p, APIAnthropic)
 	rec := &recorder{}
@@ -151,7 +152,7 @@ func TestClientToolRoundTrip(t *testing.T) {
 			defer llm.Close()
 			req := baseRequest(llm, api, "Connect my GitHub")
 			req.CustomTools = []runnel.ToolSpec{clientTool("connect_account", `{"kind":"connect","provider":"github"}`)}
-			m := NewManager(nil)
+			m := overHTTP(t, NewManager(nil))
 			rec := &recorder{}
 			first, err := m.Run(context.Background(), req, rec)
 			if err != nil {
@@ -200,7 +201,7 @@ func TestTwoClientToolsInOneTurn(t *testing.T) {
 		clientTool("connect_account", `{"kind":"connect"}`),
 		clientTool("pick_file", `{"kind":"component","component":"FilePicker"}`),
 	}
-	m := NewManager(nil)
+	m := overHTTP(t, NewManager(nil))
 	first, err := m.Run(context.Background(), req, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -249,7 +250,7 @@ func TestApprovalAndClientToolInOneTurn(t *testing.T) {
 			req := baseRequest(llm, api, "Weather, delete and connect")
 			req.CustomTools = []runnel.ToolSpec{callbackTool("get_weather"), writeTool("delete_item"), clientTool("connect_account", `{"kind":"connect"}`)}
 			req.ToolCallback = &runnel.ToolCallback{Endpoint: p.srv.URL, Authorization: callbackAuth}
-			m := NewManager(nil)
+			m := overHTTP(t, NewManager(nil))
 			first, err := m.Run(context.Background(), req, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -315,7 +316,7 @@ func TestNewMessageSupersedesParkedCall(t *testing.T) {
 			llm := llmtest.NewServer(pauseScript(toolCall("call_d", "delete_item", deleteArgs)))
 			defer llm.Close()
 			p := newPlatform(t, nil)
-			m := NewManager(nil)
+			m := overHTTP(t, NewManager(nil))
 			req, first := pausedRun(t, m, llm, p, api)
 
 			history := append(append(append([]runnel.Message(nil), req.Messages...), first.Messages...), runnel.UserText("Never mind. What is 2+2?"))
@@ -370,7 +371,7 @@ func TestStaleApprovalLosesToDenyConfig(t *testing.T) {
 	llm := llmtest.NewServer(pauseScript(toolCall("call_d", "delete_item", deleteArgs)))
 	defer llm.Close()
 	p := newPlatform(t, nil)
-	m := NewManager(nil)
+	m := overHTTP(t, NewManager(nil))
 	req, first := pausedRun(t, m, llm, p, APIOpenAIChat)
 	req2 := resumeRequest(t, req, first, approval("call_d", "delete_item", `{"approved":true}`))
 	req2.Permissions = json.RawMessage(`{"default":"ask","rules":[{"pattern":"delete_item","permission":"deny"}]}`)
@@ -401,7 +402,7 @@ func TestUnansweredResumePausesAgain(t *testing.T) {
 	req := baseRequest(llm, APIOpenAIChat, "Delete and connect")
 	req.CustomTools = []runnel.ToolSpec{writeTool("delete_item"), clientTool("connect_account", `{"kind":"connect"}`)}
 	req.ToolCallback = &runnel.ToolCallback{Endpoint: p.srv.URL}
-	m := NewManager(nil)
+	m := overHTTP(t, NewManager(nil))
 	first, err := m.Run(context.Background(), req, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -454,7 +455,7 @@ func TestMissingArgumentsNeverPause(t *testing.T) {
 	req := baseRequest(llm, APIOpenAIChat, "Delete and connect")
 	req.CustomTools = []runnel.ToolSpec{writeTool("delete_item"), clientTool("connect_account", `{"kind":"connect"}`)}
 	req.ToolCallback = &runnel.ToolCallback{Endpoint: p.srv.URL}
-	res, err := NewManager(nil).Run(context.Background(), req, nil)
+	res, err := overHTTP(t, NewManager(nil)).Run(context.Background(), req, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -496,7 +497,7 @@ func TestAnswersNextToANewMessage(t *testing.T) {
 			req := baseRequest(llm, APIOpenAIChat, "Delete and connect")
 			req.CustomTools = []runnel.ToolSpec{writeTool("delete_item"), clientTool("connect_account", `{"kind":"connect"}`)}
 			req.ToolCallback = &runnel.ToolCallback{Endpoint: p.srv.URL}
-			m := NewManager(nil)
+			m := overHTTP(t, NewManager(nil))
 			first, err := m.Run(context.Background(), req, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -529,7 +530,7 @@ func TestKindWinsOverShape(t *testing.T) {
 	defer llm.Close()
 	req := baseRequest(llm, APIOpenAIChat, "Connect")
 	req.CustomTools = []runnel.ToolSpec{clientTool("connect_account", `{"kind":"connect"}`)}
-	m := NewManager(nil)
+	m := overHTTP(t, NewManager(nil))
 	first, err := m.Run(context.Background(), req, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -19,13 +19,13 @@ func TestResumeOnAnotherManager(t *testing.T) {
 	llm := llmtest.NewServer(pauseScript(toolCall("call_d", "delete_item", deleteArgs)))
 	defer llm.Close()
 	p := newPlatform(t, nil)
-	req, first := pausedRun(t, NewManager(&Options{InteractionSecret: secret}), llm, p, APIOpenAIChat)
+	req, first := pausedRun(t, overHTTP(t, NewManager(&Options{InteractionSecret: secret})), llm, p, APIOpenAIChat)
 	it := first.Interactions[0]
 	if it.Signature == "" || !permission.Verify(secret, it.Signature, it.ID, it.ToolCallID, it.ToolName, it.Input) {
 		t.Fatalf("interaction %+v has no valid signature", it)
 	}
 	answer, _ := json.Marshal(map[string]any{"approved": true, "interactionId": it.ID, "signature": it.Signature})
-	other := NewManager(&Options{InteractionSecret: secret})
+	other := overHTTP(t, NewManager(&Options{InteractionSecret: secret}))
 	second, err := other.Run(context.Background(), resumeRequest(t, req, first, approval("call_d", "delete_item", string(answer))), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +46,7 @@ func TestForgedApprovalsRefused(t *testing.T) {
 	llm := llmtest.NewServer(pauseScript(toolCall("call_d", "delete_item", deleteArgs)))
 	defer llm.Close()
 	p := newPlatform(t, nil)
-	m := NewManager(&Options{InteractionSecret: secret})
+	m := overHTTP(t, NewManager(&Options{InteractionSecret: secret}))
 	req, first := pausedRun(t, m, llm, p, APIOpenAIChat)
 	it := first.Interactions[0]
 	signed := func(sig string) string {

@@ -243,3 +243,32 @@ return [echo, sum];`
 	}
 	s.WaitFor(t, "Received session termination request")
 }
+
+// A run cancelled while a script waits on a tool call ends the script and
+// cancels the call on the server; the session closes.
+func TestCodeModeRunCancelled(t *testing.T) {
+	f := newMCPFixture(t)
+	req, _ := codeModeRequest(t, f, `return await tools.mem.slow({})`, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-f.slowStarted:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	res, err := mcpManager().Run(ctx, req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != runnel.StatusCancelled {
+		t.Errorf("status %q, want cancelled", res.Status)
+	}
+	select {
+	case <-f.slowCancelled:
+	case <-time.After(10 * time.Second):
+		t.Error("the script's call was not cancelled on the server")
+	}
+	f.requireClosed(t)
+}

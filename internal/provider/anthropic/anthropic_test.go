@@ -35,27 +35,7 @@ var (
 func TestFailures(t *testing.T) { providertest.Failures(t, claude) }
 
 func TestTextAndUsage(t *testing.T) {
-	srv, cfg := serve(t, llmtest.Rule{Reply: llmtest.Reply{Text: "Hello, world!", ChunkSize: 5, Usage: &llmtest.Usage{Input: 12, Output: 7}}})
-	chunks, resp, err := stream(t, anthropic.New(cfg), hello("hi"))
-	if err != nil {
-		t.Fatalf("Stream: %v", err)
-	}
-	wantChunks := []provider.Chunk{
-		{Kind: provider.ChunkText, Text: "Hello"},
-		{Kind: provider.ChunkText, Text: ", wor"},
-		{Kind: provider.ChunkText, Text: "ld!"},
-	}
-	if diff := cmp.Diff(wantChunks, chunks); diff != "" {
-		t.Errorf("chunks (-want +got):\n%s", diff)
-	}
-	want := &provider.Response{
-		Content:    []runnel.Block{{Type: runnel.BlockText, Text: "Hello, world!"}},
-		Usage:      runnel.Usage{Input: 12, Output: 7, Total: 19},
-		StopReason: "end_turn",
-	}
-	if diff := cmp.Diff(want, resp); diff != "" {
-		t.Errorf("response (-want +got):\n%s", diff)
-	}
+	srv := claude.TextAndUsage(t)
 	var body struct {
 		MaxTokens int `json:"max_tokens"`
 	}

@@ -27,18 +27,26 @@ type adapter struct {
 	new  func(provider.Config) provider.Model
 }
 
-// serve, stream and hello are providertest's; both adapters share the
-// base path and the model id, so serve and hello serve both.
+// openAI is what both adapters share as providertest drives them: the
+// base path and the model id. So serve and hello serve both.
 var (
-	serve  = providertest.Adapter{BasePath: "/v1"}.Serve
+	openAI = providertest.Adapter{BasePath: "/v1", Model: "gpt-test"}
+	serve  = openAI.Serve
 	stream = providertest.Stream
-	hello  = providertest.Adapter{Model: "gpt-test"}.Hello
+	hello  = openAI.Hello
 )
 
 func TestFailures(t *testing.T) {
 	forEach(t, func(t *testing.T, a adapter) {
-		providertest.Failures(t, providertest.Adapter{New: a.new, BasePath: "/v1", Model: "gpt-test"})
+		providertest.Failures(t, a.shared())
 	})
+}
+
+// shared is the adapter as providertest drives it.
+func (a adapter) shared() providertest.Adapter {
+	s := openAI
+	s.New = a.new
+	return s
 }
 
 // forEach runs f once per adapter.
@@ -53,27 +61,7 @@ func forEach(t *testing.T, f func(t *testing.T, a adapter)) {
 
 func TestTextAndUsage(t *testing.T) {
 	forEach(t, func(t *testing.T, a adapter) {
-		_, cfg := serve(t, llmtest.Rule{Reply: llmtest.Reply{Text: "Hello, world!", ChunkSize: 5, Usage: &llmtest.Usage{Input: 12, Output: 7}}})
-		chunks, resp, err := stream(t, a.new(cfg), hello("hi"))
-		if err != nil {
-			t.Fatalf("Stream: %v", err)
-		}
-		wantChunks := []provider.Chunk{
-			{Kind: provider.ChunkText, Text: "Hello"},
-			{Kind: provider.ChunkText, Text: ", wor"},
-			{Kind: provider.ChunkText, Text: "ld!"},
-		}
-		if diff := cmp.Diff(wantChunks, chunks); diff != "" {
-			t.Errorf("chunks (-want +got):\n%s", diff)
-		}
-		want := &provider.Response{
-			Content:    []runnel.Block{{Type: runnel.BlockText, Text: "Hello, world!"}},
-			Usage:      runnel.Usage{Input: 12, Output: 7, Total: 19},
-			StopReason: "end_turn",
-		}
-		if diff := cmp.Diff(want, resp); diff != "" {
-			t.Errorf("response (-want +got):\n%s", diff)
-		}
+		a.shared().TextAndUsage(t)
 	})
 }
 

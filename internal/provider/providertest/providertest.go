@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/llmtest"
 	"github.com/runnel/runnel/internal/provider"
@@ -59,6 +61,36 @@ func Stream(t *testing.T, m provider.Model, req *provider.Request) ([]provider.C
 	var chunks []provider.Chunk
 	resp, err := m.Stream(t.Context(), req, func(c provider.Chunk) { chunks = append(chunks, c) })
 	return chunks, resp, err
+}
+
+// TextAndUsage checks what every adapter does with a plain answer: text
+// deltas as chunks in the order streamed, the whole text, usage with its
+// total, and end_turn. It returns the server, so a caller can check the
+// request its adapter sent.
+func (a Adapter) TextAndUsage(t *testing.T) *llmtest.Server {
+	t.Helper()
+	srv, cfg := a.Serve(t, llmtest.Rule{Reply: llmtest.Reply{Text: "Hello, world!", ChunkSize: 5, Usage: &llmtest.Usage{Input: 12, Output: 7}}})
+	chunks, resp, err := Stream(t, a.New(cfg), a.Hello("hi"))
+	if err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	wantChunks := []provider.Chunk{
+		{Kind: provider.ChunkText, Text: "Hello"},
+		{Kind: provider.ChunkText, Text: ", wor"},
+		{Kind: provider.ChunkText, Text: "ld!"},
+	}
+	if diff := cmp.Diff(wantChunks, chunks); diff != "" {
+		t.Errorf("chunks (-want +got):\n%s", diff)
+	}
+	want := &provider.Response{
+		Content:    []runnel.Block{{Type: runnel.BlockText, Text: "Hello, world!"}},
+		Usage:      runnel.Usage{Input: 12, Output: 7, Total: 19},
+		StopReason: "end_turn",
+	}
+	if diff := cmp.Diff(want, resp); diff != "" {
+		t.Errorf("response (-want +got):\n%s", diff)
+	}
+	return srv
 }
 
 // Failures runs the failure cases every adapter shares, each as a subtest.

@@ -27,10 +27,13 @@ import (
 // to forbid scripts); under a default of ask, asking for the script as well
 // as for its calls would ask twice.
 func codeModeTools(g *gate, p *plan, pool *mcp.Pool) []provider.Tool {
-	if !p.codeMode || pool == nil || len(pool.Tools()) == 0 {
+	if !p.codeMode || pool == nil {
 		return nil
 	}
 	mcpTools := pool.Tools()
+	if len(mcpTools) == 0 {
+		return nil
+	}
 	sandboxTools := make([]codemode.Tool, len(mcpTools))
 	for i, t := range mcpTools {
 		sandboxTools[i] = codemode.Tool{Server: t.Server, Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
@@ -45,9 +48,9 @@ func codeModeTools(g *gate, p *plan, pool *mcp.Pool) []provider.Tool {
 			return native.TextResult(listing, false)
 		},
 	}
-	scripts := &scriptCaller{gate: g, pool: pool, tools: make(map[[2]string]mcp.Tool, len(mcpTools))}
+	scripts := &scriptCaller{gate: g, pool: pool, names: make(map[[2]string]string, len(mcpTools))}
 	for _, t := range mcpTools {
-		scripts.tools[[2]string{t.Server, t.Name}] = t
+		scripts.names[[2]string{t.Server, t.Name}] = t.QualifiedName
 	}
 	g.tools[codemode.RunScriptName] = &gatedTool{
 		executor:   permission.ExecutorRelay,
@@ -87,35 +90,31 @@ func runScript(ctx context.Context, log *slog.Logger, input json.RawMessage, tim
 	return native.ToolResult{Output: b, IsError: out.Error != ""}
 }
 
-// scriptCaller runs the calls of scripts through the run's gate: what the
-// policy allows is called, what it denies rejects, and what would need a
-// person rejects with a codemode.Refusal, because a script cannot pause.
-// Stored approvals are not consulted: they answer the direct calls they
-// were given for, never a call inside a script.
+// scriptCaller runs the calls of scripts through the run's gate, under
+// the permissions mcpTools registered for the direct calls: what the policy
+// allows is called, what it denies rejects, and what would need a person
+// rejects with a codemode.Refusal, because a script cannot pause. Stored
+// approvals are not consulted: they answer the direct calls they were
+// given for, never a call inside a script.
 type scriptCaller struct {
 	gate  *gate
 	pool  *mcp.Pool
-	tools map[[2]string]mcp.Tool // by server and the server's tool name
+	names map[[2]string]string // the direct tool name by server and the server's tool name
 }
 
 func (s *scriptCaller) CallTool(ctx context.Context, server, tool string, args json.RawMessage) (codemode.CallResult, error) {
-	t, ok := s.tools[[2]string{server, tool}]
+	name := s.names[[2]string{server, tool}]
+	t, ok := s.gate.tools[name]
 	if !ok { // codemode only passes the tools it was given
 		return codemode.CallResult{}, fmt.Errorf("unknown tool %s.%s", server, tool)
 	}
-	switch s.gate.plan.Verdict(permission.Gate{
-		Executor:         permission.ExecutorRelay,
-		ToolName:         t.QualifiedName,
-		Args:             args,
-		ServerPermission: t.ServerPermission,
-		ReadOnly:         t.ReadOnly,
-	}, nil) {
+	switch verdict, _ := s.gate.decide(t, name, args, nil, "", ""); verdict {
 	case permission.VerdictDeny:
-		return codemode.CallResult{}, errors.New(policyDeniedText(t.QualifiedName))
+		return codemode.CallResult{}, errors.New(policyDeniedText(name))
 	case permission.VerdictPending:
-		return codemode.CallResult{}, &codemode.Refusal{Server: server, Tool: tool, Direct: t.QualifiedName}
+		return codemode.CallResult{}, &codemode.Refusal{Server: server, Tool: tool, Direct: name}
 	}
-	res, err := s.pool.Call(ctx, t.QualifiedName, args)
+	res, err := s.pool.Call(ctx, name, args)
 	if err != nil {
 		return codemode.CallResult{}, err
 	}

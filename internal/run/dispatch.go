@@ -69,18 +69,7 @@ func (g *gate) Dispatch(_ context.Context, c native.Call) native.Verdict {
 		return native.Answer(native.TextResult(supersededText(c.Name), true))
 	}
 	key, _ := permission.Key(c.Name, c.Input, permission.KeyOptions{BoundPaths: t.boundPaths})
-	plan := g.plan
-	if t.ownDefault != "" {
-		plan.Default = t.ownDefault
-	}
-	verdict, decision := plan.Decide(permission.Gate{
-		Executor:         t.executor,
-		ToolName:         c.Name,
-		Args:             c.Input,
-		SpecPermission:   t.specPermission,
-		ServerPermission: t.serverPermission,
-		ReadOnly:         t.readOnly,
-	}, g.store, c.ID, key)
+	verdict, decision := g.decide(t, c.Name, c.Input, g.store, c.ID, key)
 	switch {
 	case verdict == permission.VerdictDeny && decision != nil:
 		return native.Answer(native.TextResult(declinedText(c.Name, decision.Reason), true))
@@ -95,6 +84,24 @@ func (g *gate) Dispatch(_ context.Context, c native.Call) native.Verdict {
 		return g.pause(runnel.InteractionApproval, c, nil)
 	}
 	return native.Execute(func(ctx context.Context) native.ToolResult { return t.run(ctx, c) })
+}
+
+// decide is the permission plan's verdict on a call of t named name, and
+// the stored decision it consumed from store (by toolCallID, then key).
+// With a nil store no stored decision counts, and ask stays pending.
+func (g *gate) decide(t *gatedTool, name string, args json.RawMessage, store *permission.Store, toolCallID, key string) (permission.Verdict, *permission.Decision) {
+	plan := g.plan
+	if t.ownDefault != "" {
+		plan.Default = t.ownDefault
+	}
+	return plan.Decide(permission.Gate{
+		Executor:         t.executor,
+		ToolName:         name,
+		Args:             args,
+		SpecPermission:   t.specPermission,
+		ServerPermission: t.serverPermission,
+		ReadOnly:         t.readOnly,
+	}, store, toolCallID, key)
 }
 
 // pause parks the call behind an interaction, signed when the run has a

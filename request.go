@@ -14,11 +14,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
 // RunRequest is one stateless turn, as posted to POST /run (DESIGN §3.1).
-// Decoding is tolerant: unknown fields are ignored and field names match
-// case-insensitively, as encoding/json does.
+// Unknown fields are ignored; field names match exactly (internal/server
+// decodes with internal/strictjson, which also refuses a name given twice,
+// or twice in different case, anywhere in the body). The types with their
+// own UnmarshalJSON read their members with encoding/json/v2's exact
+// matching for the same reason: a validator in front of runnel and runnel
+// must read one request, not two.
 type RunRequest struct {
 	Harness            string            `json:"harness,omitempty"`
 	Model              string            `json:"model,omitempty"`
@@ -198,7 +204,7 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 		Role    Role            `json:"role"`
 		Content json.RawMessage `json:"content"`
 	}
-	if err := json.Unmarshal(data, &raw); err != nil {
+	if err := jsonv2.Unmarshal(data, &raw); err != nil {
 		return err
 	}
 	m.Role, m.Content = raw.Role, nil
@@ -207,24 +213,24 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 	case len(c) == 0 || bytes.Equal(c, []byte("null")):
 	case c[0] == '"':
 		var s string
-		if err := json.Unmarshal(c, &s); err != nil {
+		if err := jsonv2.Unmarshal(c, &s); err != nil {
 			return err
 		}
 		m.Content = []Block{{Type: BlockText, Text: s}}
 	case c[0] == '[':
 		var items []json.RawMessage
-		if err := json.Unmarshal(c, &items); err != nil {
+		if err := jsonv2.Unmarshal(c, &items); err != nil {
 			return err
 		}
 		for _, it := range items {
 			var b Block
 			if len(it) > 0 && it[0] == '"' {
 				var s string
-				if err := json.Unmarshal(it, &s); err != nil {
+				if err := jsonv2.Unmarshal(it, &s); err != nil {
 					return err
 				}
 				b = Block{Type: BlockText, Text: s}
-			} else if err := json.Unmarshal(it, &b); err != nil {
+			} else if err := jsonv2.Unmarshal(it, &b); err != nil {
 				return err
 			}
 			m.Content = append(m.Content, b)

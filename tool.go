@@ -3,6 +3,8 @@ package runnel
 import (
 	"bytes"
 	"encoding/json"
+
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
 // ToolKind says who executes a custom tool (DESIGN §4.1).
@@ -47,7 +49,7 @@ func (t *ToolSpec) UnmarshalJSON(data []byte) error {
 		plain
 		SnakeSchema json.RawMessage `json:"input_schema"`
 	}
-	if err := json.Unmarshal(data, &aux); err != nil {
+	if err := jsonv2.Unmarshal(data, &aux); err != nil {
 		return err
 	}
 	*t = ToolSpec(aux.plain)
@@ -85,7 +87,7 @@ func (d *DirectCall) UnmarshalJSON(data []byte) error {
 		plain
 		SnakeArgsInto string `json:"args_into"`
 	}
-	if err := json.Unmarshal(data, &aux); err != nil {
+	if err := jsonv2.Unmarshal(data, &aux); err != nil {
 		return err
 	}
 	*d = DirectCall(aux.plain)

@@ -8,14 +8,22 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/strictjson"
 )
 
 // DecodeRequest reads one run request of at most limit bytes (a limit <= 0
 // means DefaultMaxBodyBytes). It is the one decoder behind POST /run and
-// `runnel run`. Unknown fields are ignored (DESIGN §3). Errors are
+// `runnel run`. Unknown fields are ignored (DESIGN §3), names match exactly,
+// and a body that readers could read two ways (a member twice, or twice in
+// different case, anywhere; invalid UTF-8) is refused: see
+// internal/strictjson. Errors are
 // *runnel.Error: CodeTooLarge past the limit, CodeInvalidRequest for an
 // empty body or anything that is not a JSON run request, with a sentence
 // saying what to fix.
@@ -38,7 +46,7 @@ func DecodeRequest(r io.Reader, limit int64) (*runnel.RunRequest, error) {
 			`send a JSON run request such as {"model":"openai/gpt-5","messages":[{"role":"user","content":"hi"}]}`}
 	}
 	var req runnel.RunRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	if err := strictjson.Unmarshal(body, &req); err != nil {
 		return nil, &runnel.Error{Code: runnel.CodeInvalidRequest, Message: "invalid JSON: " + describeJSONError(err), Err: err}
 	}
 	return &req, nil
@@ -46,19 +54,73 @@ func DecodeRequest(r io.Reader, limit int64) (*runnel.RunRequest, error) {
 
 // describeJSONError says what is wrong in the caller's terms, not Go's.
 func describeJSONError(err error) string {
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
+	var strict *strictjson.Error
+	var sem *jsonv2.SemanticError
 	switch {
-	case errors.As(err, &syntax):
-		return fmt.Sprintf("%s (at byte %d)", strings.TrimPrefix(syntax.Error(), "json: "), syntax.Offset)
-	case errors.As(err, &typ):
-		want := jsonKind(typ.Type)
-		if typ.Field == "" {
-			return fmt.Sprintf("the request must be %s, not %s", want, article(typ.Value))
+	case errors.As(err, &strict) && strict.Syntax:
+		return fmt.Sprintf("%s (at byte %d)", strict.Problem, strict.Offset)
+	case errors.As(err, &strict) && strict.Names:
+		where := "the request"
+		if strict.Pointer != "" {
+			where = "the object at " + fieldPath(strict.Pointer)
 		}
-		return fmt.Sprintf("field %q must be %s, not %s", typ.Field, want, article(typ.Value))
+		return fmt.Sprintf("%s %s; member names must be unique, also ignoring case", where, strict.Problem)
+	case errors.As(err, &strict):
+		return fmt.Sprintf("field %q %s", fieldPath(strict.Pointer), strict.Problem)
+	case errors.As(err, &sem) && sem.Err != nil && sem.GoType != nil && reflect.PointerTo(sem.GoType).Implements(unmarshalerType):
+		// The type's own decoding said what was wrong.
+		return sem.Err.Error()
+	case errors.As(err, &sem):
+		got := kindName(sem.JSONKind, sem.JSONValue)
+		if sem.JSONPointer == "" {
+			return fmt.Sprintf("the request must be %s, not %s", jsonKind(sem.GoType), got)
+		}
+		return fmt.Sprintf("field %q must be %s, not %s", fieldPath(string(sem.JSONPointer)), jsonKind(sem.GoType), got)
 	}
 	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// unmarshalerType is the interface of the request types that decode
+// themselves (messages, tool specs).
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// fieldPath writes a JSON Pointer the way people name fields:
+// /messages/0/content → messages[0].content.
+func fieldPath(pointer string) string {
+	var b strings.Builder
+	for tok := range jsontext.Pointer(pointer).Tokens() {
+		if _, err := strconv.Atoi(tok); err == nil && b.Len() > 0 {
+			fmt.Fprintf(&b, "[%s]", tok)
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
+}
+
+// kindName names the JSON value the decoder met: "a string", "a number (1.5)".
+func kindName(k jsontext.Kind, v jsontext.Value) string {
+	switch k {
+	case '"':
+		return "a string"
+	case '0':
+		if len(v) > 0 && len(v) <= 32 {
+			return fmt.Sprintf("a number (%s)", v)
+		}
+		return "a number"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	}
+	return "another value"
 }
 
 func jsonKind(t reflect.Type) string {
@@ -86,20 +148,6 @@ func jsonKind(t reflect.Type) string {
 		return jsonKind(t.Elem())
 	}
 	return "another type"
-}
-
-// article names the JSON value the decoder met: "array" → "an array",
-// "number 1.5" → "a number (1.5)".
-func article(value string) string {
-	kind, detail, _ := strings.Cut(value, " ")
-	a := "a "
-	if kind == "array" || kind == "object" {
-		a = "an "
-	}
-	if detail != "" {
-		return a + kind + " (" + detail + ")"
-	}
-	return a + kind
 }
 
 // byteSize writes a limit the way people configure it: 8 MiB, 512 KiB, 1000 bytes.

@@ -56,7 +56,13 @@ func TestNDJSONStreamsEventsAsTheyHappen(t *testing.T) {
 	second := make(chan struct{})
 	ts := newTestServer(t, runnerFunc(func(ctx context.Context, _ *runnel.RunRequest, sink runnel.Sink) (*runnel.Result, error) {
 		sink.Emit(runnel.Event{Type: runnel.EventMessageStart, ID: "m1"})
-		<-second // the test has read the first event before the second exists
+		// The test has read the first event before the second exists; a
+		// failed test cancels ctx (t.Context), so the handler never hangs.
+		select {
+		case <-second:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 		sink.Emit(runnel.Event{Type: runnel.EventMessageDelta, ID: "m1", Delta: "hi"})
 		sink.Emit(runnel.Event{Type: runnel.EventMessageEnd, ID: "m1"})
 		return &runnel.Result{OK: true, Status: runnel.StatusCompleted, Output: "hi",
@@ -105,13 +111,25 @@ func TestNDJSONKeepAliveAfterSilence(t *testing.T) {
 	sawBlank := make(chan struct{})
 	ts := newTestServer(t, runnerFunc(func(ctx context.Context, _ *runnel.RunRequest, sink runnel.Sink) (*runnel.Result, error) {
 		sink.Emit(runnel.Event{Type: runnel.EventToolCall, ID: "c1", Name: "bash"})
-		<-sawBlank // a long tool call: silence until the client saw a keep-alive
+		// A long tool call: silence until the client saw a keep-alive. A
+		// failed test cancels ctx (t.Context), so the handler never hangs.
+		select {
+		case <-sawBlank:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 		sink.Emit(runnel.Event{Type: runnel.EventToolResult, ID: "c1", Output: json.RawMessage(`"ok"`)})
 		return &runnel.Result{OK: true, Status: runnel.StatusCompleted}, nil
-	}), &Options{KeepAlive: 1})
+	}), &Options{KeepAlive: time.Millisecond})
 	_, br := openStream(t.Context(), t, ts.URL, ts.Client())
-	if rec, _ := readRecord(t, br); rec.Event == nil || rec.Event.Type != runnel.EventToolCall {
-		t.Fatalf("first record %+v, want the tool_call", rec)
+	// With so short an interval a keep-alive may also come before the
+	// first event; what matters is that silence after it brings one.
+	rec, line := readRecord(t, br)
+	for line == "\n" {
+		rec, line = readRecord(t, br)
+	}
+	if rec.Event == nil || rec.Event.Type != runnel.EventToolCall {
+		t.Fatalf("first record %q, want the tool_call", line)
 	}
 	if _, line := readRecord(t, br); line != "\n" {
 		t.Fatalf("after silence got %q, want a blank keep-alive line", line)

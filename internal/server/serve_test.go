@@ -61,10 +61,14 @@ type answer struct {
 	err    error
 }
 
-func post(client *http.Client, url string) <-chan answer {
+// post sends a run in the background. It is tied to the test's context,
+// so a failed test disconnects and its run's handler can return.
+func post(ctx context.Context, client *http.Client, url string) <-chan answer {
 	ch := make(chan answer, 1)
 	go func() {
-		resp, err := client.Post(url+"/run", "application/json", strings.NewReader(hiRequest))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/run", strings.NewReader(hiRequest))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
 		if err != nil {
 			ch <- answer{err: err}
 			return
@@ -80,12 +84,15 @@ func TestServeLetsInFlightRunsFinish(t *testing.T) {
 	started, release, ended := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	srv := New(runnerFunc(func(ctx context.Context, _ *runnel.RunRequest, _ runnel.Sink) (*runnel.Result, error) {
 		close(started)
-		<-release
+		select { // a failed test disconnects (post), which cancels ctx
+		case <-release:
+		case <-ctx.Done():
+		}
 		ended <- ctx.Err()
 		return &runnel.Result{OK: true, Status: runnel.StatusCompleted, Output: "finished"}, nil
 	}), &Options{ShutdownGrace: time.Hour})
 	s, stop := startServe(t, srv)
-	got := post(s.client, s.url)
+	got := post(t.Context(), s.client, s.url)
 	recv(t, started, "the run to start")
 	stop()
 	recv(t, s.closed, "the listener to close")
@@ -109,7 +116,7 @@ func TestServeCancelsRunsAfterTheGrace(t *testing.T) {
 	started, ended := make(chan struct{}), make(chan error, 1)
 	srv := New(blockingRunner(started, ended), &Options{ShutdownGrace: time.Nanosecond})
 	s, stop := startServe(t, srv)
-	got := post(s.client, s.url)
+	got := post(t.Context(), s.client, s.url)
 	recv(t, started, "the run to start")
 	stop()
 	if err := recv(t, ended, "the run to end"); !errors.Is(err, context.Canceled) {

@@ -236,7 +236,7 @@ func TestErrorAnswers(t *testing.T) {
 		{name: "too large", body: `{"model":"` + strings.Repeat("x", 100) + `"}`, status: 413, code: runnel.CodeTooLarge,
 			msg: "request body is larger than the 80 bytes limit; send a smaller request, or raise RUNNEL_MAX_BODY_BYTES on the server"},
 		{name: "invalid JSON", body: `{"model":`, status: 400, code: runnel.CodeInvalidRequest,
-			msg: "invalid JSON: unexpected end of JSON input (at byte 9)"},
+			msg: "invalid JSON: unexpected end of input (at byte 9)"},
 		{name: "wrong type", body: `{"messages":"hi"}`, status: 400, code: runnel.CodeInvalidRequest,
 			msg: `invalid JSON: field "messages" must be an array, not a string`},
 		{name: "not an object", body: `[1]`, status: 400, code: runnel.CodeInvalidRequest,
@@ -385,12 +385,16 @@ func TestAtCapacity(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
 	ts := newTestServer(t, runnerFunc(func(ctx context.Context, _ *runnel.RunRequest, _ runnel.Sink) (*runnel.Result, error) {
 		close(started)
-		<-release
+		select { // a failed test cancels ctx (t.Context), so the handler never hangs
+		case <-release:
+		case <-ctx.Done():
+		}
 		return &runnel.Result{OK: true, Status: runnel.StatusCompleted}, nil
 	}), &Options{ConcurrencyLimit: 1})
 	first := make(chan int, 1)
 	go func() {
-		resp, err := ts.Client().Post(ts.URL+"/run", "application/json", strings.NewReader(hiRequest))
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, ts.URL+"/run", strings.NewReader(hiRequest))
+		resp, err := ts.Client().Do(req)
 		if err != nil {
 			first <- 0
 			return

@@ -3,24 +3,38 @@ package native
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/runnel/runnel/internal/strictjson"
 )
 
 // checkArgs turns a call's raw arguments into a JSON object, or returns the
 // sentence that tells the model what to fix. Empty and null arguments mean
 // "no arguments": several APIs send them for tools without parameters.
+//
+// The arguments are read strictly (internal/strictjson): a member given
+// twice, or twice in different case, is refused, because the permission
+// gate reads one member exactly while a tool's own decoder may take the
+// last one or ignore case ({"command":"echo hi","COMMAND":"rm -rf ~"}).
+// What passes can be read only one way, so the gate and the tool see the
+// same call.
 func checkArgs(name string, raw json.RawMessage, schema json.RawMessage) (json.RawMessage, string) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		raw = json.RawMessage(`{}`)
 	}
-	var args map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &args); err != nil {
-		if !json.Valid(raw) {
+	if err := strictjson.Check(raw); err != nil {
+		var se *strictjson.Error
+		if errors.As(err, &se) && se.Syntax {
 			return nil, fmt.Sprintf("Tool '%s' arguments are not valid JSON. Retry the tool call with the arguments as one JSON object.", name)
 		}
+		return nil, fmt.Sprintf("Tool '%s' arguments cannot be read one way only: the arguments %s. Retry the tool call with each argument named once, in the case the tool's schema uses.", name, err)
+	}
+	var args map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &args); err != nil {
 		return nil, fmt.Sprintf("Tool '%s' arguments must be a JSON object, not %s. Retry the tool call with the arguments as one JSON object.", name, jsonKind(raw))
 	}
 	if missing := missingRequired(schema, args, ""); len(missing) > 0 {

@@ -2,13 +2,13 @@ package native
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/provider"
+	"github.com/runnel/runnel/internal/strictjson"
 )
 
 const (
@@ -120,10 +120,12 @@ func (s *state) callModel(ctx context.Context) (phase, error) {
 			b.ToolCallID = fmt.Sprintf("call_%d_%d", step, i)
 		}
 		// The raw arguments are checked later, so the model can be told
-		// exactly what was wrong with them; what is recorded and streamed
-		// must be JSON, so invalid arguments are kept as a JSON string.
+		// exactly what was wrong with them. What is recorded and streamed
+		// must be JSON that a replay can send back, and a request holding
+		// a member twice is refused (internal/strictjson), so arguments
+		// that fail the strict check are kept as a JSON string.
 		s.calls = append(s.calls, b)
-		if len(b.Input) > 0 && !json.Valid(b.Input) {
+		if len(b.Input) > 0 && strictjson.Check(b.Input) != nil {
 			b.Input = runnel.TextOutput(string(b.Input))
 		}
 		content = append(content, b)

@@ -29,7 +29,7 @@ func TestArchitecture(t *testing.T) {
 		{dir: ".", allowed: []string{jsonv2}},
 		{dir: "internal/strictjson", allowed: []string{jsonv2}},
 		{dir: "internal/redact", allowed: []string{mod}},
-		{dir: "internal/permission", allowed: []string{mod}},
+		{dir: "internal/permission", allowed: []string{mod, mod + "/internal/strictjson"}},
 		{dir: "internal/sandbox", allowed: []string{mod}},
 		{dir: "internal/conformance", allowed: []string{}},
 		{dir: "internal/llmtest", allowed: []string{}},

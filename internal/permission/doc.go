@@ -6,7 +6,8 @@
 //	plan := permission.ParsePlan(req.Permissions)
 //	store := permission.Extract(req.Messages, permission.ExtractOptions{Servers: servers, IsClientTool: isClient})
 //	key, _ := permission.Key(call.Name, call.Input, permission.KeyOptions{Servers: servers, BoundPaths: bound})
-//	switch verdict, decision := plan.Decide(gate, store, call.ID, key); verdict {
+//	ref := permission.CallRef{ID: call.ID, Name: call.Name, Key: key}
+//	switch verdict, decision := plan.Decide(gate, store, ref); verdict {
 //	case permission.VerdictAllow: // run it
 //	case permission.VerdictDeny: // refuse it, with decision.Reason if a person gave one
 //	case permission.VerdictPending: // pause for the person (or, for a client tool, the browser)
@@ -36,18 +37,25 @@
 //
 // Rules use Claude settings syntax. "Name" matches the tool name; builtin
 // names (read, write, edit, ls, find, grep, bash) match in any case.
-// "Name(arg:*)" matches when the first string argument starts with arg,
-// "Name(arg)" when it equals arg. The first string argument of Bash is its
-// command member; of any other tool it is the first string-valued member
-// in document order (members of other types are skipped), the first string
-// item of an array, or the arguments themselves when they are a string.
-// Document order, not Go map order nor JavaScript's (which puts
-// integer-like keys first): it is the order the model wrote. A repeated
-// member keeps its first position and its last value, the value a tool
-// decoding the arguments sees. Arguments that cannot be inspected (not
-// JSON, no string, a command that is not a string) match no argument rule,
-// so such a call falls through to the default. A prefix rule is a
-// convenience, not a sandbox: "Bash(rm:*)" does not stop " rm" or "sh -c rm".
+// "Name(arg:*)" matches when the gate's Argument starts with arg,
+// "Name(arg)" when it equals arg. The Argument is fixed per tool, never
+// chosen by the model: the command of Bash, the path of a file builtin,
+// the first string property a custom or MCP tool's schema declares
+// (SchemaArgument), read with the same decoding the tool uses. A rule
+// with an argument that cannot inspect the call (no such argument, or not
+// a string) does not match, except a deny rule, which then asks: a rule
+// written to stop some arguments fails toward asking a person, never
+// toward allowing. A prefix rule is a convenience, not a sandbox:
+// "Bash(rm:*)" does not stop " rm" or "sh -c rm".
+//
+// # Replayed answers
+//
+// ReadReplay reads a replayed conversation once: every result tied to the
+// call it answers and classified (kind first, then the shape), with one
+// approval reader (ReadApproval), strict about member names, for the store
+// and for the signature check alike. A decision is never taken by a call
+// that cannot be keyed; an Exact store (signing on) gives it only to the
+// call with the same id, name and canonical arguments.
 //
 // # Call keys
 //

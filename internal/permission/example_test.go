@@ -27,8 +27,9 @@ func Example() {
 	for _, c := range []struct{ id, command string }{{"c1", "make clean"}, {"c2", "git clean -fdx"}, {"c3", "git status"}, {"c4", "rm -rf /"}} {
 		args, _ := json.Marshal(map[string]string{"command": c.command})
 		key, _ := permission.Key("bash", args, permission.KeyOptions{})
-		gate := permission.Gate{Executor: permission.ExecutorRelay, ToolName: "bash", Args: args}
-		verdict, decision := plan.Decide(gate, store, c.id, key)
+		gate := permission.Gate{Executor: permission.ExecutorRelay, ToolName: "bash", Args: args,
+			Argument: permission.StringMember(args, "command")}
+		verdict, decision := plan.Decide(gate, store, permission.CallRef{ID: c.id, Name: "bash", Key: key})
 		if decision != nil && decision.Reason != "" {
 			fmt.Printf("%s: %s (%s)\n", c.command, verdict, decision.Reason)
 			continue

@@ -60,9 +60,12 @@ func TestGoldenPermissionDecisions(t *testing.T) {
 				t.Fatalf("plan %s: malformed %q, dropped %q", c.Plan, plan.Malformed, plan.Dropped)
 			}
 			gate := Gate{
-				Executor:         c.Gate.Executor,
-				ToolName:         c.Gate.ToolName,
-				Args:             c.Gate.Args,
+				Executor: c.Gate.Executor,
+				ToolName: c.Gate.ToolName,
+				Args:     c.Gate.Args,
+				// The golden cases inspect only Bash, whose argument is
+				// its command.
+				Argument:         StringMember(c.Gate.Args, "command"),
 				SpecPermission:   c.Gate.SpecPermission,
 				ServerPermission: c.Gate.ServerPermission,
 				ReadOnly:         c.Gate.ReadOnlyHint,
@@ -88,14 +91,17 @@ func TestGoldenPermissionDecisions(t *testing.T) {
 			// Decide must agree with Verdict when the decision comes from
 			// a store, and consume it only under ask.
 			store := &Store{}
+			call := CallRef{ID: "call_1", Key: "K"}
 			if stored != nil {
-				store.decisions.add("call_1", "", *stored)
+				d := *stored
+				d.Key = call.Key
+				store.decisions.add(call.ID, call.Key, d)
 			}
-			verdict, _ := plan.Decide(gate, store, "call_1", "")
+			verdict, _ := plan.Decide(gate, store, call)
 			if verdict != c.Expected.Verdict {
 				t.Errorf("Decide = %q, want %q", verdict, c.Expected.Verdict)
 			}
-			_, left := store.PeekDecision("call_1", "")
+			_, left := store.PeekDecision(call)
 			if wantLeft := stored != nil && got.Effective != Ask; left != wantLeft {
 				t.Errorf("stored decision left in the store = %v, want %v", left, wantLeft)
 			}

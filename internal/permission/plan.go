@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/runnel/runnel/internal/strictjson"
 )
 
 // Permission is a permission value: what a spec, a server or a rule says
@@ -58,7 +61,12 @@ type Plan struct {
 // toward asking a person, never toward allowing and never toward silently
 // keeping half a policy. A rule that is not {pattern, permission} with a
 // valid pattern and allow, ask or deny is dropped and listed in Dropped.
-// Member names match case-insensitively, as everywhere in the request.
+//
+// Member names match exactly and are read strictly (internal/strictjson):
+// a member given twice, or a name that differs from "default", "rules",
+// "pattern" or "permission" only in case ("DEFAULT"), is malformed rather
+// than read one way here and another by a validator in front of runnel.
+// Other unknown members are ignored.
 func ParsePlan(raw json.RawMessage) Plan {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -68,22 +76,19 @@ func ParsePlan(raw json.RawMessage) Plan {
 	if raw[0] != '{' {
 		return malformed("permissions must be an object")
 	}
-	var wire struct {
-		Default json.RawMessage `json:"default"`
-		Rules   json.RawMessage `json:"rules"`
-	}
-	if err := json.Unmarshal(raw, &wire); err != nil {
-		return malformed("permissions is not valid JSON")
+	members, why := readMembers(raw, "default", "rules")
+	if why != "" {
+		return malformed("permissions " + why)
 	}
 	plan := Plan{Default: AllowReads}
-	if d := bytes.TrimSpace(wire.Default); len(d) > 0 && string(d) != "null" {
+	if d := bytes.TrimSpace(members["default"]); len(d) > 0 && string(d) != "null" {
 		var s string
 		if json.Unmarshal(d, &s) != nil || !Permission(s).isDefault() {
 			return malformed(fmt.Sprintf("permissions.default %s is not allow, ask, deny or allow_reads", clip(d)))
 		}
 		plan.Default = Permission(s)
 	}
-	rules := bytes.TrimSpace(wire.Rules)
+	rules := bytes.TrimSpace(members["rules"])
 	if len(rules) == 0 || string(rules) == "null" {
 		return plan
 	}
@@ -101,21 +106,46 @@ func ParsePlan(raw json.RawMessage) Plan {
 	return plan
 }
 
+// readMembers reads a JSON object strictly into its members by exact
+// name. It says why not when raw is not such an object, or when a member
+// name differs from one of known only in case.
+func readMembers(raw json.RawMessage, known ...string) (map[string]json.RawMessage, string) {
+	var members map[string]json.RawMessage
+	if err := strictjson.Unmarshal(raw, &members); err != nil {
+		return nil, fmt.Sprintf("is not valid JSON (it %s)", err)
+	}
+	if members == nil {
+		return nil, "must be an object"
+	}
+	for name := range members {
+		for _, k := range known {
+			if name != k && strings.EqualFold(name, k) {
+				return nil, fmt.Sprintf("has the member %q; member names are case-sensitive: write %q", name, k)
+			}
+		}
+	}
+	return members, ""
+}
+
 func parseRule(raw json.RawMessage) (Rule, bool) {
-	var wire struct {
-		Pattern    *string `json:"pattern"`
-		Permission *string `json:"permission"`
-	}
-	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' || json.Unmarshal(t, &wire) != nil {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
 		return Rule{}, false
 	}
-	if wire.Pattern == nil || wire.Permission == nil || !Permission(*wire.Permission).isTool() {
+	members, why := readMembers(raw, "pattern", "permission")
+	if why != "" {
 		return Rule{}, false
 	}
-	if _, ok := parsePattern(*wire.Pattern); !ok {
+	var pat, perm string
+	if json.Unmarshal(members["pattern"], &pat) != nil || json.Unmarshal(members["permission"], &perm) != nil {
 		return Rule{}, false
 	}
-	return Rule{Pattern: *wire.Pattern, Permission: Permission(*wire.Permission)}, true
+	if !Permission(perm).isTool() {
+		return Rule{}, false
+	}
+	if _, ok := parsePattern(pat); !ok {
+		return Rule{}, false
+	}
+	return Rule{Pattern: pat, Permission: Permission(perm)}, true
 }
 
 // parsePattern reads "Name" or "Name(argument)" with an optional ":*"
@@ -181,6 +211,13 @@ type Gate struct {
 	// any case ("bash" matches the rule "Bash").
 	ToolName string
 	Args     json.RawMessage
+	// Argument is what an argument rule ("Bash(npm run:*)") compares: the
+	// one argument the tool designates, read as the tool itself reads it
+	// (the command of Bash, the path of a file builtin, the first string
+	// property a custom or MCP tool's schema declares; see
+	// SchemaArgument). It is chosen by the tool, never by the model, and
+	// nil when the call has no such argument that is a string.
+	Argument *string
 	// SpecPermission and ServerPermission are the spec's permission and the
 	// owning MCP server's policy.permission, empty when unset.
 	SpecPermission   string
@@ -224,11 +261,26 @@ func resolve(p Permission, readOnly *bool) Permission {
 	}
 }
 
+// strongestRule is the strongest permission of the rules that match g. A
+// rule with an argument that cannot inspect the call (Gate.Argument is
+// nil) does not match, except that a deny rule then counts as ask: a
+// rule meant to stop some arguments must not let through a call whose
+// argument it cannot see.
 func (p Plan) strongestRule(g Gate) (Permission, bool) {
 	var best Permission
 	for _, r := range p.Rules {
-		if strength(r.Permission) > strength(best) && r.matches(g) {
-			best = r.Permission
+		perm := r.Permission
+		switch r.match(g) {
+		case noMatch:
+			continue
+		case uninspectable:
+			if perm != Deny {
+				continue
+			}
+			perm = Ask
+		}
+		if strength(perm) > strength(best) {
+			best = perm
 		}
 	}
 	return best, best != ""
@@ -247,67 +299,76 @@ func strength(p Permission) int {
 	return 0
 }
 
-func (r Rule) matches(g Gate) bool {
+// ruleMatch is how a rule relates to a gate.
+type ruleMatch int
+
+const (
+	noMatch ruleMatch = iota
+	matches
+	// uninspectable: the rule names the tool and an argument, and the
+	// call has no argument to compare.
+	uninspectable
+)
+
+func (r Rule) match(g Gate) ruleMatch {
 	p, ok := parsePattern(r.Pattern)
 	if !ok || builtinName(g.ToolName) != p.tool {
-		return false
+		return noMatch
 	}
-	if !p.hasArg {
-		return true
+	switch {
+	case !p.hasArg:
+		return matches
+	case g.Argument == nil:
+		return uninspectable
+	case p.prefix && strings.HasPrefix(*g.Argument, p.arg), !p.prefix && *g.Argument == p.arg:
+		return matches
 	}
-	arg, ok := firstStringArgument(p.tool, g.Args)
-	if !ok {
-		return false // arguments that cannot be inspected do not match
-	}
-	if p.prefix {
-		return strings.HasPrefix(arg, p.arg)
-	}
-	return arg == p.arg
+	return noMatch
 }
 
-// firstStringArgument is the argument a rule pattern is compared with. For
-// Bash it is the command member, and only when that is a string. For any
-// other tool it is the first string among the arguments in document order:
-// the first string member of an object (skipping members of other types),
-// the first string item of an array, or the arguments themselves when they
-// are a string. Arguments sent as a string holding a JSON object or array
-// are read as that value first, as a tool would read them.
-func firstStringArgument(tool string, args json.RawMessage) (string, bool) {
-	if len(bytes.TrimSpace(args)) == 0 {
-		return "", false
-	}
+// StringMember returns the string member name of the JSON object args,
+// matched exactly, or nil when args is not an object, has no such member,
+// or its value is not a string. Arguments that passed
+// internal/strictjson hold each name once, so this is the value any
+// decoder reads.
+func StringMember(args json.RawMessage, name string) *string {
 	v, err := parseJSON(string(args))
-	if err != nil {
-		return "", false
+	if err != nil || v.kind != jsonObject {
+		return nil
 	}
-	if v.kind == jsonString {
-		if parsed, ok := parseJSONish(v.text); ok {
-			v = parsed
+	m, ok := v.member(name)
+	if !ok || m.kind != jsonString {
+		return nil
+	}
+	return &m.text
+}
+
+// SchemaArgument is the argument rules inspect for a custom or MCP tool:
+// the first property of the input schema's properties, in the order the
+// schema declares them, whose type is "string" (or a type list holding
+// "string"). Empty when there is none: argument rules then cannot inspect
+// the tool's calls. The platform or server that declared the schema chose
+// the order; the model never does.
+func SchemaArgument(schema json.RawMessage) string {
+	v, err := parseJSON(string(schema))
+	if err != nil || v.kind != jsonObject {
+		return ""
+	}
+	props, ok := v.member("properties")
+	if !ok || props.kind != jsonObject {
+		return ""
+	}
+	for _, m := range props.members {
+		t, ok := m.value.member("type")
+		switch {
+		case !ok:
+		case t.kind == jsonString && t.text == "string":
+			return m.key
+		case t.kind == jsonArray && slices.ContainsFunc(t.items, func(i jsonValue) bool { return i.kind == jsonString && i.text == "string" }):
+			return m.key
 		}
 	}
-	if tool == "Bash" {
-		if command, ok := v.member("command"); ok && v.kind == jsonObject && command.kind == jsonString {
-			return command.text, true
-		}
-		return "", false
-	}
-	switch v.kind {
-	case jsonString:
-		return v.text, true
-	case jsonArray:
-		for _, item := range v.items {
-			if item.kind == jsonString {
-				return item.text, true
-			}
-		}
-	case jsonObject:
-		for _, m := range v.members {
-			if m.value.kind == jsonString {
-				return m.value.text, true
-			}
-		}
-	}
-	return "", false
+	return ""
 }
 
 // Verdict is what happens to a gated call.
@@ -344,14 +405,14 @@ func (p Plan) Verdict(g Gate, stored *Decision) Verdict {
 	}
 }
 
-// Decide is Verdict with the stored decision taken from s (by toolCallID,
-// then key; see Store.TakeDecision), and only when the effective
-// permission is ask. It returns the decision it consumed, if any, so a
-// denial can carry the person's reason. s may be nil.
-func (p Plan) Decide(g Gate, s *Store, toolCallID, key string) (Verdict, *Decision) {
+// Decide is Verdict with the stored decision taken from s for the call c
+// (see Store.TakeDecision), and only when the effective permission is
+// ask. It returns the decision it consumed, if any, so a denial can carry
+// the person's reason. s may be nil.
+func (p Plan) Decide(g Gate, s *Store, c CallRef) (Verdict, *Decision) {
 	if p.Effective(g) != Ask || s == nil {
 		return p.Verdict(g, nil), nil
 	}
-	d, _ := s.TakeDecision(toolCallID, key)
+	d, _ := s.TakeDecision(c)
 	return p.Verdict(g, d), d
 }

@@ -21,7 +21,16 @@ func TestParsePlan(t *testing.T) {
 		{"empty object", `{}`, Plan{Default: AllowReads}},
 		{"null default", `{"default":null}`, Plan{Default: AllowReads}},
 		{"each default", `{"default":"deny"}`, Plan{Default: Deny}},
-		{"case-insensitive member names", `{"Default":"allow"}`, Plan{Default: Allow}},
+		// A validator in front of runnel reads no default here; runnel must
+		// not read "allow" (encoding/json would): it asks instead.
+		{"member name in another case", `{"Default":"allow"}`,
+			Plan{Default: Ask, Malformed: `permissions has the member "Default"; member names are case-sensitive: write "default"`}},
+		{"a member twice", `{"default":"deny","default":"allow"}`,
+			Plan{Default: Ask, Malformed: `permissions is not valid JSON (it has the member "default" twice)`}},
+		{"rule member in another case is dropped", `{"default":"allow","rules":[{"pattern":"Bash(rm:*)","Permission":"deny"}]}`,
+			Plan{Default: Allow, Dropped: []string{`{"pattern":"Bash(rm:*)","Permission":"deny"}`}}},
+		{"one member in two cases anywhere", `{"default":"allow","rules":[{"pattern":"Bash(rm:*)","Permission":"allow","permission":"deny"}]}`,
+			Plan{Default: Ask, Malformed: `permissions is not valid JSON (it has the members "Permission" and "permission", which differ only in case (at /rules/0))`}},
 		{"unknown default", `{"default":"yolo","rules":[{"pattern":"Bash","permission":"allow"}]}`,
 			Plan{Default: Ask, Malformed: `permissions.default "yolo" is not allow, ask, deny or allow_reads`}},
 		{"default in the wrong case", `{"default":"Allow"}`,
@@ -80,51 +89,83 @@ func TestParsePlanClipsDroppedRules(t *testing.T) {
 }
 
 func TestRuleMatching(t *testing.T) {
-	yes := true
+	arg := func(s string) *string { return &s }
 	tests := []struct {
-		name    string
-		pattern string
-		tool    string
-		args    string
-		match   bool
+		name     string
+		pattern  string
+		tool     string
+		argument *string
+		want     ruleMatch
 	}{
-		{"name", "fetch", "fetch", `{}`, true},
-		{"name is case-sensitive", "fetch", "Fetch", `{}`, false},
-		{"builtin name in any case", "Bash", "bash", `{"command":"ls"}`, true},
-		{"builtin rule in lower case", "read", "Read", `{}`, true},
-		{"name match ignores arguments", "Bash", "Bash", `not json`, true},
-		{"prefix", "Bash(npm run:*)", "Bash", `{"command":"npm run test"}`, true},
-		{"prefix is not infix", "Bash(npm run:*)", "Bash", `{"command":"sudo npm run test"}`, false},
-		{"exact", "Bash(ls)", "Bash", `{"command":"ls"}`, true},
-		{"exact is not prefix", "Bash(ls)", "Bash", `{"command":"ls -la"}`, false},
-		{"empty prefix matches any string", "Bash(:*)", "Bash", `{"command":""}`, true},
-		{"parentheses inside the argument", "Bash(echo (hi):*)", "Bash", `{"command":"echo (hi) there"}`, true},
-		{"Bash reads command, not the first string", "Bash(npm:*)", "Bash", `{"description":"npm things","command":"rm -rf /"}`, false},
-		{"Bash command after another member", "Bash(rm:*)", "Bash", `{"description":"x","command":"rm -rf /"}`, true},
-		{"Bash command not a string", "Bash(npm run:*)", "Bash", `{"command":42}`, false},
-		{"Bash command array", "Bash(npm:*)", "Bash", `{"command":["npm","test"]}`, false},
-		{"repeated member: last value counts", "Bash(rm:*)", "Bash", `{"command":"ls","command":"rm -rf /"}`, true},
-		{"first string member in document order", "fetch(https://a:*)", "fetch", `{"z":"https://a.example","a":"https://b.example"}`, true},
-		{"later string member is not first", "fetch(https://b:*)", "fetch", `{"z":"https://a.example","a":"https://b.example"}`, false},
-		{"non-string members skipped", "fetch(https:*)", "fetch", `{"n":1,"opts":{"u":"x"},"url":"https://x"}`, true},
-		{"repeated member keeps first position", "fetch(new:*)", "fetch", `{"a":"old","b":"other","a":"new"}`, true},
-		{"array arguments", "fetch(x:*)", "fetch", `[1,"xyz"]`, true},
-		{"string arguments", "fetch(x:*)", "fetch", `"xyz"`, true},
-		{"stringified object arguments", "Bash(rm:*)", "Bash", `"{\"command\":\"rm -rf /\"}"`, true},
-		{"no string at all", "fetch(x:*)", "fetch", `{"n":1}`, false},
-		{"invalid JSON", "fetch(x:*)", "fetch", `{"url":"x`, false},
-		{"absent arguments", "fetch(x:*)", "fetch", ``, false},
-		{"huge number does not hide the command", "Bash(rm:*)", "Bash", `{"command":"rm -rf /","timeout":1e400}`, true},
+		{"name", "fetch", "fetch", nil, matches},
+		{"name is case-sensitive", "fetch", "Fetch", nil, noMatch},
+		{"builtin name in any case", "Bash", "bash", arg("ls"), matches},
+		{"builtin rule in lower case", "read", "Read", nil, matches},
+		{"name match ignores the argument", "Bash", "Bash", nil, matches},
+		{"prefix", "Bash(npm run:*)", "Bash", arg("npm run test"), matches},
+		{"prefix is not infix", "Bash(npm run:*)", "Bash", arg("sudo npm run test"), noMatch},
+		{"exact", "Bash(ls)", "Bash", arg("ls"), matches},
+		{"exact is not prefix", "Bash(ls)", "Bash", arg("ls -la"), noMatch},
+		{"empty prefix matches any string", "Bash(:*)", "Bash", arg(""), matches},
+		{"parentheses inside the argument", "Bash(echo (hi):*)", "Bash", arg("echo (hi) there"), matches},
+		{"no argument to inspect", "Bash(npm run:*)", "Bash", nil, uninspectable},
+		{"another tool's rule", "Write(secret:*)", "Bash", arg("secret/x"), noMatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := Rule{Pattern: tt.pattern, Permission: Deny}
-			g := Gate{ToolName: tt.tool, Args: json.RawMessage(tt.args), ReadOnly: &yes}
-			if got := r.matches(g); got != tt.match {
-				t.Errorf("%s matches %s %s = %v, want %v", tt.pattern, tt.tool, tt.args, got, tt.match)
+			if got := r.match(Gate{ToolName: tt.tool, Argument: tt.argument}); got != tt.want {
+				t.Errorf("%s against %s %v = %v, want %v", tt.pattern, tt.tool, tt.argument, got, tt.want)
 			}
 		})
 	}
+}
+
+// TestArgumentIsTheTools finds what a rule compares the way the tools
+// read their arguments: a named member, never the first string the model
+// happened to write.
+func TestArgumentIsTheTools(t *testing.T) {
+	member := []struct {
+		args, name string
+		want       *string
+	}{
+		{`{"description":"npm things","command":"rm -rf /"}`, "command", ptr("rm -rf /")},
+		{`{"content":"1","path":"secret/x"}`, "path", ptr("secret/x")},
+		{`{"command":42}`, "command", nil},
+		{`{"command":["npm","test"]}`, "command", nil},
+		{`{"COMMAND":"rm -rf /"}`, "command", nil},
+		{`"{\"command\":\"rm -rf /\"}"`, "command", nil}, // not an object: the tool refuses it too
+		{`{"url":"x`, "url", nil},
+		{``, "url", nil},
+		{`{"command":"rm -rf /","timeout":1e400}`, "command", ptr("rm -rf /")},
+	}
+	for _, tt := range member {
+		if got := StringMember(json.RawMessage(tt.args), tt.name); !cmp.Equal(got, tt.want) {
+			t.Errorf("StringMember(%s, %q) = %v, want %v", tt.args, tt.name, deref(got), deref(tt.want))
+		}
+	}
+	schema := []struct{ schema, want string }{
+		{`{"type":"object","properties":{"content":{"type":"string"},"path":{"type":"string"}}}`, "content"},
+		{`{"properties":{"n":{"type":"integer"},"opts":{"type":"object"},"url":{"type":"string"}}}`, "url"},
+		{`{"properties":{"z":{"type":["null","string"]},"a":{"type":"string"}}}`, "z"},
+		{`{"properties":{"n":{"type":"number"}}}`, ""},
+		{`{"type":"object"}`, ""},
+		{`not json`, ""},
+	}
+	for _, tt := range schema {
+		if got := SchemaArgument(json.RawMessage(tt.schema)); got != tt.want {
+			t.Errorf("SchemaArgument(%s) = %q, want %q", tt.schema, got, tt.want)
+		}
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }
 
 func TestEffective(t *testing.T) {
@@ -133,17 +174,28 @@ func TestEffective(t *testing.T) {
 		{"pattern":"Bash","permission":"allow"},
 		{"pattern":"Bash(git push:*)","permission":"ask"},
 		{"pattern":"Bash(rm:*)","permission":"deny"},
-		{"pattern":"Bash(rm:*)","permission":"allow"}]}`))
+		{"pattern":"Bash(rm:*)","permission":"allow"},
+		{"pattern":"fetch(https://ok.example/:*)","permission":"allow"},
+		{"pattern":"put(secret/:*)","permission":"deny"}]}`))
+	bash := func(command string) Gate { return Gate{ToolName: "bash", Argument: &command} }
 	tests := []struct {
 		name string
 		gate Gate
 		want Permission
 	}{
-		{"allow rule", Gate{ToolName: "bash", Args: json.RawMessage(`{"command":"ls"}`)}, Allow},
-		{"ask beats allow", Gate{ToolName: "bash", Args: json.RawMessage(`{"command":"git push origin"}`)}, Ask},
-		{"deny beats allow whatever the order", Gate{ToolName: "bash", Args: json.RawMessage(`{"command":"rm x"}`)}, Deny},
-		{"spec beats rules", Gate{ToolName: "bash", SpecPermission: "allow", Args: json.RawMessage(`{"command":"rm x"}`)}, Allow},
-		{"server beats rules", Gate{ToolName: "bash", ServerPermission: "ask", Args: json.RawMessage(`{"command":"ls"}`)}, Ask},
+		{"allow rule", bash("ls"), Allow},
+		{"ask beats allow", bash("git push origin"), Ask},
+		{"deny beats allow whatever the order", bash("rm x"), Deny},
+		{"spec beats rules", Gate{ToolName: "bash", SpecPermission: "allow", Argument: ptr("rm x")}, Allow},
+		{"server beats rules", Gate{ToolName: "bash", ServerPermission: "ask", Argument: ptr("ls")}, Ask},
+		// A deny rule that cannot see the argument asks: the Bash allow
+		// rule alone would let the call through.
+		{"deny rule without an argument to inspect asks", Gate{ToolName: "bash"}, Ask},
+		{"allow rule without an argument to inspect does not match", Gate{ToolName: "fetch", ReadOnly: &no}, Ask},
+		{"allow rule on its argument", Gate{ToolName: "fetch", Argument: ptr("https://ok.example/a"), ReadOnly: &no}, Allow},
+		{"deny rule on its argument", Gate{ToolName: "put", Argument: ptr("secret/x"), ReadOnly: &yes}, Deny},
+		{"deny rule that cannot inspect, on a read", Gate{ToolName: "put", ReadOnly: &yes}, Ask},
+		{"deny rule on another argument", Gate{ToolName: "put", Argument: ptr("public/x"), ReadOnly: &yes}, Allow},
 		{"unknown spec value asks", Gate{ToolName: "x", SpecPermission: "yes"}, Ask},
 		{"spec allow_reads on a read", Gate{ToolName: "x", SpecPermission: "allow_reads", ReadOnly: &yes}, Allow},
 		{"spec allow_reads on a write", Gate{ToolName: "x", SpecPermission: "allow_reads", ReadOnly: &no}, Ask},
@@ -170,19 +222,20 @@ func TestEffective(t *testing.T) {
 func TestDecideConsumesOnlyUnderAsk(t *testing.T) {
 	store := &Store{}
 	store.decisions.add("c1", "K", Decision{ToolCallID: "c1", Key: "K", Approved: false, Reason: "not now"})
+	c1 := CallRef{ID: "c1", Key: "K"}
 	allow := Plan{Default: Allow}
-	if v, d := allow.Decide(Gate{ToolName: "x"}, store, "c1", "K"); v != VerdictAllow || d != nil {
+	if v, d := allow.Decide(Gate{ToolName: "x"}, store, c1); v != VerdictAllow || d != nil {
 		t.Fatalf("allow plan: Decide = %q, %v; want allow and no decision", v, d)
 	}
 	ask := Plan{Default: Ask}
-	v, d := ask.Decide(Gate{ToolName: "x"}, store, "c1", "K")
+	v, d := ask.Decide(Gate{ToolName: "x"}, store, c1)
 	if diff := cmp.Diff(&Decision{ToolCallID: "c1", Key: "K", Reason: "not now"}, d, cmpopts.EquateEmpty()); v != VerdictDeny || diff != "" {
 		t.Fatalf("ask plan: Decide = %q, (-want +got) %s", v, diff)
 	}
-	if v, _ := ask.Decide(Gate{ToolName: "x"}, store, "c1", "K"); v != VerdictPending {
+	if v, _ := ask.Decide(Gate{ToolName: "x"}, store, c1); v != VerdictPending {
 		t.Fatalf("second Decide = %q, want pendingApproval: a decision is consumed once", v)
 	}
-	if v, _ := ask.Decide(Gate{ToolName: "x"}, nil, "c1", "K"); v != VerdictPending {
+	if v, _ := ask.Decide(Gate{ToolName: "x"}, nil, c1); v != VerdictPending {
 		t.Fatalf("Decide with a nil store = %q, want pendingApproval", v)
 	}
 }

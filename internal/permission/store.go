@@ -1,7 +1,9 @@
 package permission
 
 import (
+	"cmp"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 
@@ -19,8 +21,12 @@ type Decision struct {
 	ToolCallID string
 	ToolName   string // as the model called it
 	Key        string // the call key; empty when the call could not be keyed
-	Approved   bool
-	Reason     string
+	// Args is the canonical JSON (CanonicalJSON) of the arguments of the
+	// call the approval answers, the arguments its signature covers;
+	// empty when they are not canonical.
+	Args     string
+	Approved bool
+	Reason   string
 }
 
 // Output is a client tool's result as the browser produced it, read back
@@ -45,6 +51,11 @@ type ExtractOptions struct {
 	// a result without a kind is when it is not an approval. nil means no
 	// tool is. It is given the same name as BoundPaths.
 	IsClientTool func(toolName string) bool
+	// Exact binds each decision to the very call it answers: it is taken
+	// only by a call with the same toolCallId, name and canonical
+	// arguments, never by key. Signed runs set it, so a call executes on
+	// an approval only when it is the call the signature covers.
+	Exact bool
 }
 
 // Store holds the decisions and client outputs of a replayed conversation
@@ -52,43 +63,78 @@ type ExtractOptions struct {
 // Each entry is consumed once. A Store is safe for concurrent use.
 type Store struct {
 	mu        sync.Mutex
+	exact     bool
 	decisions fifo[Decision]
 	outputs   fifo[Output]
 }
 
-// TakeDecision consumes the decision for a call: the oldest one recorded
-// for toolCallID whose key agrees with key, else the oldest one recorded
-// for key. Keys agree when they are equal or either is empty; that check
-// keeps a provider that reuses ids across turns ("call_0") from applying an
-// old answer to a different call. An empty toolCallID or key does not
-// match by that index.
-func (s *Store) TakeDecision(toolCallID, key string) (*Decision, bool) {
+// CallRef is a call asking the store for its answer.
+type CallRef struct {
+	ID   string // the tool call id
+	Name string // the tool name as the model called it
+	Key  string // the call key (Key); empty when it cannot be keyed
+	// Args is the canonical JSON of the arguments (CanonicalJSON of the
+	// arguments as an interaction shows them); only Exact stores read it.
+	Args string
+}
+
+// TakeDecision consumes the decision for a call, or returns none.
+//
+// A call that cannot be keyed is never approved by a stored decision: its
+// arguments cannot be compared with what a person saw. Otherwise it is the
+// oldest decision recorded for the call's id whose key is the call's key,
+// else the oldest one recorded for the key (an external harness re-issues
+// a call with a new id). The key check keeps a provider that reuses ids
+// across turns ("call_0") from applying an old answer to a different call.
+// An Exact store matches by id only, and only a decision given for the
+// same name and canonical arguments.
+func (s *Store) TakeDecision(c CallRef) (*Decision, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.decisions.find(toolCallID, key, true)
+	return s.findDecision(c, true)
 }
 
 // PeekDecision is TakeDecision without consuming: an ACP permission gate
 // may look before it knows whether it will pause.
-func (s *Store) PeekDecision(toolCallID, key string) (*Decision, bool) {
+func (s *Store) PeekDecision(c CallRef) (*Decision, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.decisions.find(toolCallID, key, false)
+	return s.findDecision(c, false)
 }
 
-// TakeOutput consumes the client output for a call, matched as
-// TakeDecision matches.
-func (s *Store) TakeOutput(toolCallID, key string) (*Output, bool) {
+func (s *Store) findDecision(c CallRef, consume bool) (*Decision, bool) {
+	if c.Key == "" {
+		return nil, false
+	}
+	if s.exact {
+		return s.decisions.find(c.ID, "", consume, func(d *Decision) bool {
+			return d.ToolName == c.Name && d.Args != "" && d.Args == c.Args
+		})
+	}
+	return s.decisions.find(c.ID, c.Key, consume, func(d *Decision) bool { return d.Key == c.Key })
+}
+
+// TakeOutput consumes the client output for a call: the oldest one
+// recorded for its id whose key agrees (equal, or either empty: an output
+// runs nothing, so a call that cannot be keyed may still get its
+// browser's answer by id), else the oldest one recorded for its key.
+func (s *Store) TakeOutput(c CallRef) (*Output, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.outputs.find(toolCallID, key, true)
+	return s.findOutput(c, true)
 }
 
 // PeekOutput is TakeOutput without consuming.
-func (s *Store) PeekOutput(toolCallID, key string) (*Output, bool) {
+func (s *Store) PeekOutput(c CallRef) (*Output, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.outputs.find(toolCallID, key, false)
+	return s.findOutput(c, false)
+}
+
+func (s *Store) findOutput(c CallRef, consume bool) (*Output, bool) {
+	return s.outputs.find(c.ID, c.Key, consume, func(o *Output) bool {
+		return o.Key == "" || c.Key == "" || o.Key == c.Key
+	})
 }
 
 // fifo is one kind of stored entry, reachable by id and by key.
@@ -98,13 +144,12 @@ type fifo[T any] struct {
 }
 
 type slot[T any] struct {
-	id, key string
-	value   T
-	used    bool
+	value T
+	used  bool
 }
 
 func (f *fifo[T]) add(id, key string, v T) {
-	s := &slot[T]{id: id, key: key, value: v}
+	s := &slot[T]{value: v}
 	if f.byID == nil {
 		f.byID, f.byKey = map[string][]*slot[T]{}, map[string][]*slot[T]{}
 	}
@@ -116,7 +161,9 @@ func (f *fifo[T]) add(id, key string, v T) {
 	}
 }
 
-func (f *fifo[T]) find(id, key string, consume bool) (*T, bool) {
+// find returns the oldest unused entry for id that agrees, else the
+// oldest unused entry for key (an empty key looks nothing up by key).
+func (f *fifo[T]) find(id, key string, consume bool, agrees func(*T) bool) (*T, bool) {
 	pick := func(s *slot[T]) (*T, bool) {
 		s.used = s.used || consume
 		v := s.value
@@ -124,7 +171,7 @@ func (f *fifo[T]) find(id, key string, consume bool) (*T, bool) {
 	}
 	if id != "" {
 		for _, s := range f.byID[id] {
-			if !s.used && (s.key == "" || key == "" || s.key == key) {
+			if !s.used && agrees(&s.value) {
 				return pick(s)
 			}
 		}
@@ -151,123 +198,6 @@ func LatestUserText(messages []runnel.Message) int {
 	return -1
 }
 
-// resultClass is what a tool_result block is to the store.
-type resultClass int
-
-const (
-	resultExecuted resultClass = iota // an ordinary result: the call ran (or was refused)
-	resultDeferred                    // settled without running; not an answer
-	resultApproval
-	resultClientOutput
-)
-
-// call is one tool_call block and where it sits.
-type call struct {
-	seq   int // position among all blocks, unique per call
-	block runnel.Block
-}
-
-// answer is one tool_result block, tied to the call it answers: the
-// nearest earlier call with its toolCallId (providers may reuse ids), or
-// none.
-type answer struct {
-	message int
-	block   runnel.Block
-	call    *call
-	class   resultClass
-}
-
-// scan ties every tool_result to its call and classifies it.
-func scan(messages []runnel.Message, isClient func(name string) bool) ([]*call, []answer) {
-	var calls []*call
-	latest := map[string]*call{}
-	var answers []answer
-	seq := 0
-	for i, m := range messages {
-		for _, b := range m.Content {
-			seq++
-			switch b.Type {
-			case runnel.BlockToolCall:
-				c := &call{seq: seq, block: b}
-				calls = append(calls, c)
-				if b.ToolCallID != "" {
-					latest[b.ToolCallID] = c
-				}
-			case runnel.BlockToolResult:
-				a := answer{message: i, block: b, call: latest[b.ToolCallID]}
-				if b.ToolCallID == "" {
-					a.call = nil
-				}
-				name := b.ToolName
-				if a.call != nil {
-					name = a.call.block.ToolName
-				}
-				a.class = classify(b, func() bool { return isClient(name) })
-				answers = append(answers, a)
-			}
-		}
-	}
-	return calls, answers
-}
-
-// classify reads kind first; without it, the shape: an object output with
-// a boolean approved is an approval, anything else is a client output when
-// it answers a client tool. A result whose text starts with
-// DEFERRED_NOT_EXECUTED is never an answer, whatever its kind.
-func classify(b runnel.Block, isClient func() bool) resultClass {
-	switch {
-	case strings.HasPrefix(b.OutputText(), DeferredPrefix):
-		return resultDeferred
-	case b.Kind == runnel.ResultKindApproval:
-		return resultApproval
-	case b.Kind == runnel.ResultKindClientOutput:
-		return resultClientOutput
-	case b.Kind != "":
-		return resultExecuted
-	}
-	if _, _, ok := approvalShape(b.Output); ok {
-		return resultApproval
-	}
-	if isClient() {
-		return resultClientOutput
-	}
-	return resultExecuted
-}
-
-// approvalShape reads {approved: bool, reason?: string}, also when the
-// output is a string holding that object.
-func approvalShape(output json.RawMessage) (approved bool, reason string, ok bool) {
-	v, err := parseJSON(string(output))
-	if err != nil {
-		return false, "", false
-	}
-	if v.kind == jsonString {
-		if parsed, isJSON := parseJSONish(v.text); isJSON {
-			v = parsed
-		}
-	}
-	a, found := v.member("approved")
-	if v.kind != jsonObject || !found || a.kind != jsonBool {
-		return false, "", false
-	}
-	if r, found := v.member("reason"); found && r.kind == jsonString {
-		reason = r.text
-	}
-	return a.boolean, reason, true
-}
-
-// approvalOf reads an approval block. With kind "approval" a bare boolean
-// output is accepted too; anything unreadable is a denial.
-func approvalOf(b runnel.Block) (approved bool, reason string) {
-	if approved, reason, ok := approvalShape(b.Output); ok {
-		return approved, reason
-	}
-	if v, err := parseJSON(string(b.Output)); err == nil && v.kind == jsonBool {
-		return v.boolean, ""
-	}
-	return false, ""
-}
-
 // Extract reads the stored decisions and outputs of a replayed
 // conversation (DESIGN §5.4).
 //
@@ -287,49 +217,72 @@ func approvalOf(b runnel.Block) (approved bool, reason string) {
 func Extract(messages []runnel.Message, opts ExtractOptions) *Store {
 	spec := func(name string) string { return StripServerPrefix(name, opts.Servers) }
 	isClient := func(name string) bool { return opts.IsClientTool != nil && opts.IsClientTool(spec(name)) }
-	// nameAndKey names the call an answer belongs to and keys it: from the
-	// call when there is one, else from what the result block carries.
-	nameAndKey := func(a answer) (string, string) {
-		name, input := a.block.ToolName, a.block.Input
-		if a.call != nil {
-			name, input = a.call.block.ToolName, a.call.block.Input
+	// about names the call an answer belongs to, keys it and writes its
+	// arguments canonically: from the call when there is one, else from
+	// what the result block carries.
+	about := func(a *ReplayedAnswer) (name, key, args string) {
+		name, input := a.Block.ToolName, a.Block.Input
+		if a.Call != nil {
+			name, input = a.Call.Block.ToolName, a.Call.Block.Input
 		}
 		if name == "" {
-			return "", ""
+			return "", "", ""
 		}
 		var bound []string
 		if opts.BoundPaths != nil {
 			bound = opts.BoundPaths(spec(name))
 		}
-		key, _ := Key(name, input, KeyOptions{Servers: opts.Servers, BoundPaths: bound})
-		return name, key
+		key, _ = Key(name, input, KeyOptions{Servers: opts.Servers, BoundPaths: bound})
+		if c, err := CanonicalJSON(emptyAsObject(input)); err == nil {
+			args = string(c)
+		}
+		return name, key, args
 	}
 
-	_, answers := scan(messages, isClient)
-	spent := map[*call]bool{}
-	for _, a := range answers {
-		if a.call != nil && (a.class == resultExecuted || a.class == resultClientOutput) {
-			spent[a.call] = true
+	r := ReadReplay(messages, isClient)
+	s := &Store{exact: opts.Exact}
+	add := func(a *ReplayedAnswer) {
+		switch {
+		case a.Class == ResultApproval && (a.Call == nil || !a.Call.Spent()):
+			name, key, args := about(a)
+			ans := AnswerOf(a.Block)
+			s.decisions.add(a.Block.ToolCallID, key, Decision{
+				ToolCallID: a.Block.ToolCallID, ToolName: name, Key: key, Args: args, Approved: ans.Approved, Reason: ans.Reason,
+			})
+		case a.Class == ResultClientOutput && r.Turn >= 0 && a.Message >= r.Turn:
+			name, key, _ := about(a)
+			s.outputs.add(a.Block.ToolCallID, key, Output{
+				ToolCallID: a.Block.ToolCallID, ToolName: name, Key: key, Output: a.Block.Output, IsError: a.Block.IsError,
+			})
 		}
 	}
-	turn := LatestUserText(messages)
-	s := &Store{}
-	for _, a := range answers {
-		switch {
-		case a.class == resultApproval && (a.call == nil || !spent[a.call]):
-			name, key := nameAndKey(a)
-			approved, reason := approvalOf(a.block)
-			s.decisions.add(a.block.ToolCallID, key, Decision{
-				ToolCallID: a.block.ToolCallID, ToolName: name, Key: key, Approved: approved, Reason: reason,
-			})
-		case a.class == resultClientOutput && turn >= 0 && a.message >= turn:
-			name, key := nameAndKey(a)
-			s.outputs.add(a.block.ToolCallID, key, Output{
-				ToolCallID: a.block.ToolCallID, ToolName: name, Key: key, Output: a.block.Output, IsError: a.block.IsError,
-			})
-		}
+	for _, a := range answersInOrder(r) {
+		add(a)
 	}
 	return s
+}
+
+// answersInOrder is every result of r in conversation order, tied or not,
+// so the first-in-first-out lists keep the order the person answered in.
+func answersInOrder(r *Replay) []*ReplayedAnswer {
+	var all []*ReplayedAnswer
+	for _, c := range r.Calls {
+		all = append(all, c.Answers...)
+	}
+	all = append(all, r.Untied...)
+	slices.SortFunc(all, func(a, b *ReplayedAnswer) int {
+		return cmp.Or(cmp.Compare(a.Message, b.Message), cmp.Compare(a.Index, b.Index))
+	})
+	return all
+}
+
+// emptyAsObject reads absent or null arguments as {}, as the loop and the
+// interaction show them.
+func emptyAsObject(input json.RawMessage) json.RawMessage {
+	if t := strings.TrimSpace(string(input)); t == "" || t == "null" {
+		return json.RawMessage(`{}`)
+	}
+	return input
 }
 
 // ParkedCall is a tool call a paused turn left without an answer.
@@ -351,50 +304,28 @@ type ParkedCall struct {
 // calls were parked by a pause the person never answered, and must be
 // resolved as superseded before the model runs again (DESIGN §5.4).
 func Unanswered(messages []runnel.Message) []ParkedCall {
-	turn := LatestUserText(messages)
-	if turn < 0 {
+	r := ReadReplay(messages, nil)
+	if r.Turn < 0 {
 		return nil
 	}
-	previous := LatestUserText(messages[:turn])
-	calls, answers := scan(messages, func(string) bool { return false })
-	answered := map[*call]bool{}
-	deferred := map[*call]bool{}
-	for _, a := range answers {
-		if a.call == nil {
-			continue
-		}
-		if a.class == resultDeferred {
-			deferred[a.call] = true
-		} else {
-			answered[a.call] = true
-		}
-	}
-	first, last := blockRange(messages, previous+1, turn)
 	var parked []ParkedCall
-	for _, c := range calls {
-		if c.seq < first || c.seq > last || answered[c] {
+	for _, c := range r.Calls {
+		if c.Message <= r.Previous || c.Message >= r.Turn {
 			continue
 		}
-		parked = append(parked, ParkedCall{
-			ToolCallID: c.block.ToolCallID, ToolName: c.block.ToolName, Input: c.block.Input, Deferred: deferred[c],
-		})
+		answered, deferred := false, false
+		for _, a := range c.Answers {
+			if a.Class == ResultDeferred {
+				deferred = true
+			} else {
+				answered = true
+			}
+		}
+		if !answered {
+			parked = append(parked, ParkedCall{
+				ToolCallID: c.Block.ToolCallID, ToolName: c.Block.ToolName, Input: c.Block.Input, Deferred: deferred,
+			})
+		}
 	}
 	return parked
-}
-
-// blockRange returns the block sequence numbers (as scan counts them) of
-// messages[from:to], first and last inclusive.
-func blockRange(messages []runnel.Message, from, to int) (first, last int) {
-	seq := 0
-	first, last = 1, 0
-	for i, m := range messages {
-		if i == from {
-			first = seq + 1
-		}
-		seq += len(m.Content)
-		if i == to-1 {
-			last = seq
-		}
-	}
-	return first, last
 }

@@ -47,35 +47,61 @@ func TestExtractDecisions(t *testing.T) {
 			messages: []runnel.Message{user("list"), assistant(callOf("c1", "bash", `{"command":"ls","description":"list"}`)),
 				userBlocks(resultOf("c1", "approval", `{"approved":true,"reason":"fine"}`))},
 			id: "c1", key: lsKey,
-			want: &Decision{ToolCallID: "c1", ToolName: "bash", Key: lsKey, Approved: true, Reason: "fine"},
+			want: &Decision{ToolCallID: "c1", ToolName: "bash", Key: lsKey, Args: `{"command":"ls","description":"list"}`, Approved: true, Reason: "fine"},
 		},
 		{
 			name: "approval by shape",
 			messages: []runnel.Message{user("list"), assistant(callOf("c1", "bash", `{"command":"ls"}`)),
 				tool(resultOf("c1", "", `{"approved":false,"reason":"not today"}`))},
 			id: "other", key: lsKey,
-			want: &Decision{ToolCallID: "c1", ToolName: "bash", Key: lsKey, Reason: "not today"},
+			want: &Decision{ToolCallID: "c1", ToolName: "bash", Key: lsKey, Args: `{"command":"ls"}`, Reason: "not today"},
 		},
 		{
 			name: "approval by shape inside a string output",
 			messages: []runnel.Message{user("list"), assistant(callOf("c1", "bash", `{"command":"ls"}`)),
 				tool(resultOf("c1", "", `"{\"approved\":true}"`))},
-			id:   "c1",
-			want: &Decision{ToolCallID: "c1", ToolName: "bash", Key: lsKey, Approved: true},
+			id: "c1", key: lsKey,
+			want: &Decision{ToolCallID: "c1", ToolName: "bash", Key: lsKey, Args: `{"command":"ls"}`, Approved: true},
+		},
+		{
+			name: "a stray brace makes a string output no approval: a denial",
+			messages: []runnel.Message{user("list"), assistant(callOf("c1", "bash", `{"command":"ls"}`)),
+				tool(resultOf("c1", "approval", `"{\"approved\":true}}"`))},
+			id: "c1", key: lsKey,
+			want: &Decision{ToolCallID: "c1", ToolName: "bash", Key: lsKey, Args: `{"command":"ls"}`},
+		},
+		{
+			name: "approved twice in different case is a denial",
+			messages: []runnel.Message{user("list"), assistant(callOf("c1", "bash", `{"command":"ls"}`)),
+				tool(resultOf("c1", "approval", `{"approved":true,"Approved":false}`))},
+			id: "c1", key: lsKey,
+			want: &Decision{ToolCallID: "c1", ToolName: "bash", Key: lsKey, Args: `{"command":"ls"}`},
+		},
+		{
+			name: "approved twice in different case is no approval without kind",
+			messages: []runnel.Message{user("list"), assistant(callOf("c1", "bash", `{"command":"ls"}`)),
+				tool(resultOf("c1", "", `{"approved":true,"Approved":false}`))},
+			id: "c1", key: lsKey,
+		},
+		{
+			name: "a call that cannot be keyed takes no decision",
+			messages: []runnel.Message{user("list"), assistant(callOf("c1", "bash", `{"command":"ls"}`)),
+				tool(resultOf("c1", "approval", `{"approved":true}`))},
+			id: "c1", key: "",
 		},
 		{
 			name: "a bare boolean counts only with kind",
 			messages: []runnel.Message{user("list"), assistant(callOf("c1", "bash", `{"command":"ls"}`), callOf("c2", "bash", `{"command":"pwd"}`)),
 				tool(resultOf("c1", "approval", `true`), resultOf("c2", "", `true`))},
-			id:   "c1",
-			want: &Decision{ToolCallID: "c1", ToolName: "bash", Key: lsKey, Approved: true},
+			id: "c1", key: lsKey,
+			want: &Decision{ToolCallID: "c1", ToolName: "bash", Key: lsKey, Args: `{"command":"ls"}`, Approved: true},
 		},
 		{
 			name: "unreadable approval is a denial",
 			messages: []runnel.Message{user("list"), assistant(callOf("c1", "bash", `{"command":"ls"}`)),
 				tool(resultOf("c1", "approval", `"sure"`))},
-			id:   "c1",
-			want: &Decision{ToolCallID: "c1", ToolName: "bash", Key: lsKey},
+			id: "c1", key: lsKey,
+			want: &Decision{ToolCallID: "c1", ToolName: "bash", Key: lsKey, Args: `{"command":"ls"}`},
 		},
 		{
 			name: "a client output that contains approved is not an approval",
@@ -101,7 +127,7 @@ func TestExtractDecisions(t *testing.T) {
 			messages: []runnel.Message{user("first"), assistant(callOf("c1", "bash", `{"command":"ls"}`)),
 				userBlocks(resultOf("c1", "approval", `{"approved":true}`)), user("never mind, something else")},
 			id: "new-id", key: lsKey,
-			want: &Decision{ToolCallID: "c1", ToolName: "bash", Key: lsKey, Approved: true},
+			want: &Decision{ToolCallID: "c1", ToolName: "bash", Key: lsKey, Args: `{"command":"ls"}`, Approved: true},
 		},
 		{
 			name: "an approval whose call has run is spent",
@@ -116,7 +142,7 @@ func TestExtractDecisions(t *testing.T) {
 				userBlocks(runnel.Block{Type: runnel.BlockToolResult, ToolCallID: "c9", ToolName: "bash", Input: json.RawMessage(`{"command":"ls","timeout":3}`),
 					Kind: "approval", Output: json.RawMessage(`{"approved":true}`)})},
 			id: "c1", key: lsKey,
-			want: &Decision{ToolCallID: "c9", ToolName: "bash", Key: lsKey, Approved: true},
+			want: &Decision{ToolCallID: "c9", ToolName: "bash", Key: lsKey, Args: `{"command":"ls","timeout":3}`, Approved: true},
 		},
 		{
 			name: "keys strip server prefixes and bound paths",
@@ -129,7 +155,7 @@ func TestExtractDecisions(t *testing.T) {
 				return nil
 			}},
 			id: "", key: `search#{"q":"x"}`,
-			want: &Decision{ToolCallID: "c1", ToolName: "mcp__memory__search", Key: `search#{"q":"x"}`, Approved: true},
+			want: &Decision{ToolCallID: "c1", ToolName: "mcp__memory__search", Key: `search#{"q":"x"}`, Args: `{"org":"model-guess","q":"x"}`, Approved: true},
 		},
 		{
 			name: "a reused id answers the nearest earlier call",
@@ -137,7 +163,7 @@ func TestExtractDecisions(t *testing.T) {
 				user("two"), assistant(callOf("call_0", "bash", `{"command":"rm -rf build"}`)),
 				userBlocks(resultOf("call_0", "approval", `{"approved":true}`))},
 			id: "call_0", key: `Bash#{"command":"rm -rf build"}`,
-			want: &Decision{ToolCallID: "call_0", ToolName: "bash", Key: `Bash#{"command":"rm -rf build"}`, Approved: true},
+			want: &Decision{ToolCallID: "call_0", ToolName: "bash", Key: `Bash#{"command":"rm -rf build"}`, Args: `{"command":"rm -rf build"}`, Approved: true},
 		},
 		{
 			name: "an id match needs the key to agree",
@@ -149,14 +175,14 @@ func TestExtractDecisions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := Extract(tt.messages, tt.opts)
-			got, ok := s.TakeDecision(tt.id, tt.key)
+			got, ok := s.TakeDecision(CallRef{ID: tt.id, Key: tt.key})
 			if ok != (got != nil) {
 				t.Fatalf("TakeDecision = %v, %v", got, ok)
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Fatalf("TakeDecision(%q, %q) (-want +got)\n%s", tt.id, tt.key, diff)
 			}
-			if again, ok := s.TakeDecision(tt.id, tt.key); ok {
+			if again, ok := s.TakeDecision(CallRef{ID: tt.id, Key: tt.key}); ok {
 				t.Errorf("second TakeDecision = %+v: each decision is consumed once", again)
 			}
 		})
@@ -207,17 +233,18 @@ func TestExtractOutputs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := Extract(tt.messages, isClient)
-			if peeked, _ := s.PeekOutput(tt.id, tt.key); !cmp.Equal(tt.want, peeked) {
+			ref := CallRef{ID: tt.id, Key: tt.key}
+			if peeked, _ := s.PeekOutput(ref); !cmp.Equal(tt.want, peeked) {
 				t.Fatalf("PeekOutput (-want +got)\n%s", cmp.Diff(tt.want, peeked))
 			}
-			got, _ := s.TakeOutput(tt.id, tt.key)
+			got, _ := s.TakeOutput(ref)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Fatalf("TakeOutput (-want +got)\n%s", diff)
 			}
-			if again, ok := s.TakeOutput(tt.id, tt.key); ok {
+			if again, ok := s.TakeOutput(ref); ok {
 				t.Errorf("second TakeOutput = %+v: each output is consumed once", again)
 			}
-			if d, ok := s.TakeDecision(tt.id, tt.key); ok {
+			if d, ok := s.TakeDecision(ref); ok {
 				t.Errorf("a client output was stored as a decision too: %+v", d)
 			}
 		})
@@ -236,16 +263,16 @@ func TestStoreFIFOPerKey(t *testing.T) {
 	s := Extract(approvalsForOneKey(), ExtractOptions{})
 	var got []string
 	for {
-		if _, ok := s.PeekDecision("", key); !ok {
+		if _, ok := s.PeekDecision(CallRef{Key: key}); !ok {
 			break
 		}
-		d, _ := s.TakeDecision("", key)
+		d, _ := s.TakeDecision(CallRef{Key: key})
 		got = append(got, d.ToolCallID)
 	}
 	if diff := cmp.Diff([]string{"c1", "c2", "c3"}, got); diff != "" {
 		t.Fatalf("taken by key (-want +got)\n%s", diff)
 	}
-	if _, ok := s.TakeDecision("c1", key); ok {
+	if _, ok := s.TakeDecision(CallRef{ID: "c1", Key: key}); ok {
 		t.Fatal("an entry taken by key was still there by id")
 	}
 }
@@ -253,20 +280,46 @@ func TestStoreFIFOPerKey(t *testing.T) {
 func TestStoreIDMatchBeatsKeyMatch(t *testing.T) {
 	key := `Bash#{"command":"make clean"}`
 	s := Extract(approvalsForOneKey(), ExtractOptions{})
-	d, _ := s.TakeDecision("c2", key)
+	d, _ := s.TakeDecision(CallRef{ID: "c2", Key: key})
 	if d == nil || d.ToolCallID != "c2" || d.Approved {
 		t.Fatalf("TakeDecision(c2) = %+v, want c2's denial although c1 is older", d)
 	}
-	d, _ = s.TakeDecision("new-id", key)
+	d, _ = s.TakeDecision(CallRef{ID: "new-id", Key: key})
 	if d == nil || d.ToolCallID != "c1" {
 		t.Fatalf("TakeDecision by key = %+v, want the oldest left, c1", d)
 	}
-	d, _ = s.TakeDecision("c1", key)
+	d, _ = s.TakeDecision(CallRef{ID: "c1", Key: key})
 	if d == nil || d.ToolCallID != "c3" {
 		t.Fatalf("TakeDecision(c1) after c1 was taken = %+v, want c3 by key", d)
 	}
-	if d, ok := s.TakeDecision("c3", key); ok {
+	if d, ok := s.TakeDecision(CallRef{ID: "c3", Key: key}); ok {
 		t.Fatalf("TakeDecision(c3) = %+v, want nothing: every entry was consumed once", d)
+	}
+}
+
+// TestExactStoreBindsToTheSignedCall: with signing, a decision runs only
+// the call it was given for: not a forged call with a new id and the same
+// key, not the same id with other arguments, not a call that cannot be
+// keyed.
+func TestExactStoreBindsToTheSignedCall(t *testing.T) {
+	key := `Bash#{"command":"make clean"}`
+	args := `{"command":"make clean"}`
+	messages := []runnel.Message{user("clean up"), assistant(callOf("c1", "bash", args)),
+		userBlocks(resultOf("c1", "approval", `{"approved":true}`))}
+	s := Extract(messages, ExtractOptions{Exact: true})
+	for _, forged := range []CallRef{
+		{ID: "c2", Name: "bash", Key: key, Args: args},                                           // another id, same key
+		{ID: "c1", Name: "bash", Key: key, Args: `{"command":"make clean","timeout_ms":999999}`}, // same key, other arguments
+		{ID: "c1", Name: "Bash", Key: key, Args: args},                                           // another name
+		{ID: "c1", Name: "bash", Key: "", Args: args},                                            // cannot be keyed
+		{ID: "c1", Name: "bash", Key: key, Args: ""},                                             // not canonical
+	} {
+		if d, ok := s.TakeDecision(forged); ok {
+			t.Errorf("TakeDecision(%+v) = %+v, want nothing", forged, d)
+		}
+	}
+	if d, ok := s.TakeDecision(CallRef{ID: "c1", Name: "bash", Key: key, Args: args}); !ok || !d.Approved {
+		t.Fatalf("the signed call itself: TakeDecision = %+v, %v; want its approval", d, ok)
 	}
 }
 
@@ -331,7 +384,7 @@ func TestStoreIsSafeForConcurrentUse(t *testing.T) {
 	for range 10 {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			if d, ok := s.TakeDecision("", key); ok {
+			if d, ok := s.TakeDecision(CallRef{Key: key}); ok {
 				taken <- d.ToolCallID
 			}
 		}()

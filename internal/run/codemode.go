@@ -14,6 +14,7 @@ import (
 	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/permission"
 	"github.com/runnel/runnel/internal/provider"
+	"github.com/runnel/runnel/internal/strictjson"
 )
 
 // codeModeTools adds list_mcp_tools and run_mcp_script (DESIGN §4.7) to the
@@ -71,13 +72,15 @@ func codeModeTools(g *gate, p *plan, pool *mcp.Pool) []provider.Tool {
 // it all the same through ctx.
 func runScript(ctx context.Context, log *slog.Logger, input json.RawMessage, timeout time.Duration, tools []codemode.Tool, caller codemode.Caller) native.ToolResult {
 	var in codemode.ScriptInput
-	if err := json.Unmarshal(input, &in); err != nil || strings.TrimSpace(in.Script) == "" {
+	if err := strictjson.Unmarshal(input, &in); err != nil || strings.TrimSpace(in.Script) == "" {
 		return native.TextResult(fmt.Sprintf(
 			"%s needs {\"script\": \"<JavaScript>\"}, with an optional integer timeoutMs; the arguments given were not that. Call list_mcp_tools for the functions a script can call.",
 			codemode.RunScriptName), true)
 	}
 	if in.TimeoutMs > 0 {
-		timeout = time.Duration(in.TimeoutMs) * time.Millisecond
+		// Compared in milliseconds first: a huge timeoutMs must not
+		// overflow into a negative, or no, budget.
+		timeout = time.Duration(min(in.TimeoutMs, codemode.MaxTimeout.Milliseconds())) * time.Millisecond
 	}
 	start := time.Now()
 	out := codemode.Run(ctx, in.Script, tools, caller, &codemode.Options{Timeout: timeout})
@@ -108,7 +111,12 @@ func (s *scriptCaller) CallTool(ctx context.Context, server, tool string, args j
 	if !ok { // codemode only passes the tools it was given
 		return codemode.CallResult{}, fmt.Errorf("unknown tool %s.%s", server, tool)
 	}
-	switch verdict, _ := s.gate.decide(t, name, args, nil, "", ""); verdict {
+	if err := strictjson.Check(args); err != nil {
+		return codemode.CallResult{}, fmt.Errorf("the arguments of %s.%s %w; pass each argument once, in the case the tool's schema uses", server, tool, err)
+	}
+	// No store: stored approvals answer the direct calls they were given
+	// for, never a call inside a script.
+	switch verdict, _ := s.gate.decide(t, name, args, nil, permission.CallRef{}); verdict {
 	case permission.VerdictDeny:
 		return codemode.CallResult{}, errors.New(policyDeniedText(name))
 	case permission.VerdictPending:

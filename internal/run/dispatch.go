@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/harness/native"
@@ -35,6 +36,10 @@ type gatedTool struct {
 	// boundPaths are the argument paths contextBindings fill; keys leave
 	// them out, since the model's value there never reaches the tool.
 	boundPaths []string
+	// subject is the argument permission rules inspect (permission.Gate's
+	// Argument), read from a call's arguments the way the tool reads
+	// them; nil means the tool has none.
+	subject func(args json.RawMessage) *string
 	// render is passed through to a client tool's interaction.
 	render json.RawMessage
 	// run executes the call; nil for a client tool, which the browser runs.
@@ -46,13 +51,24 @@ type gatedTool struct {
 // consumes the answers the replayed conversation carries (the store) and
 // answers the parked calls a newer user message superseded.
 type gate struct {
-	tools      map[string]*gatedTool
-	plan       permission.Plan
-	store      *permission.Store
+	tools map[string]*gatedTool
+	plan  permission.Plan
+	store *permission.Store
+	// superseded and stale name parked calls by id. They are consulted
+	// only for the parked calls the loop settles (native.Call.Resumed),
+	// never for a call the model makes in this run: a provider may reuse
+	// ids ("call_0"), and a new call must not be refused for an old one's
+	// sake.
 	superseded map[string]bool
 	// stale calls are settled by their answers, but never pause again.
 	stale  map[string]bool
 	secret []byte
+	// now and ttl date and bound the signatures of interactions.
+	now func() time.Time
+	ttl time.Duration
+	// holdsSecret reports whether a call's arguments hold a secret of the
+	// run; such a call is never parked (see pause).
+	holdsSecret func([]byte) bool
 }
 
 // Dispatch decides one call. The order matters: a superseded call is
@@ -65,18 +81,18 @@ func (g *gate) Dispatch(_ context.Context, c native.Call) native.Verdict {
 	if !ok {
 		return native.Answer(native.TextResult(fmt.Sprintf("Tool '%s' is not available.", c.Name), true))
 	}
-	if g.superseded[c.ID] {
+	if c.Resumed && g.superseded[c.ID] {
 		return native.Answer(native.TextResult(supersededText(c.Name), true))
 	}
-	key, _ := permission.Key(c.Name, c.Input, permission.KeyOptions{BoundPaths: t.boundPaths})
-	verdict, decision := g.decide(t, c.Name, c.Input, g.store, c.ID, key)
+	ref := g.callRef(t, c)
+	verdict, decision := g.decide(t, c.Name, c.Input, g.store, ref)
 	switch {
 	case verdict == permission.VerdictDeny && decision != nil:
 		return native.Answer(native.TextResult(declinedText(c.Name, decision.Reason), true))
 	case verdict == permission.VerdictDeny:
 		return native.Answer(native.TextResult(policyDeniedText(c.Name), true))
 	case t.run == nil:
-		if out, ok := g.store.TakeOutput(c.ID, key); ok {
+		if out, ok := g.store.TakeOutput(ref); ok {
 			return native.Answer(native.ToolResult(tools.CapResult(tools.Result{Output: out.Output, IsError: out.IsError})))
 		}
 		return g.pause(runnel.InteractionClientTool, c, t.render)
@@ -86,30 +102,57 @@ func (g *gate) Dispatch(_ context.Context, c native.Call) native.Verdict {
 	return native.Execute(func(ctx context.Context) native.ToolResult { return t.run(ctx, c) })
 }
 
+// callRef is what the store matches a call's answer by: its id, name, key
+// and canonical arguments (the ones an interaction's signature covers).
+func (g *gate) callRef(t *gatedTool, c native.Call) permission.CallRef {
+	ref := permission.CallRef{ID: c.ID, Name: c.Name}
+	ref.Key, _ = permission.Key(c.Name, c.Input, permission.KeyOptions{BoundPaths: t.boundPaths})
+	if args, err := permission.CanonicalJSON(signedInput(c.Input)); err == nil {
+		ref.Args = string(args)
+	}
+	return ref
+}
+
 // decide is the permission plan's verdict on a call of t named name, and
-// the stored decision it consumed from store (by toolCallID, then key).
-// With a nil store no stored decision counts, and ask stays pending.
-func (g *gate) decide(t *gatedTool, name string, args json.RawMessage, store *permission.Store, toolCallID, key string) (permission.Verdict, *permission.Decision) {
+// the stored decision it consumed from store for ref. With a nil store no
+// stored decision counts, and ask stays pending.
+func (g *gate) decide(t *gatedTool, name string, args json.RawMessage, store *permission.Store, ref permission.CallRef) (permission.Verdict, *permission.Decision) {
 	plan := g.plan
 	if t.ownDefault != "" {
 		plan.Default = t.ownDefault
+	}
+	var subject *string
+	if t.subject != nil {
+		subject = t.subject(args)
 	}
 	return plan.Decide(permission.Gate{
 		Executor:         t.executor,
 		ToolName:         name,
 		Args:             args,
+		Argument:         subject,
 		SpecPermission:   t.specPermission,
 		ServerPermission: t.serverPermission,
 		ReadOnly:         t.readOnly,
-	}, store, toolCallID, key)
+	}, store, ref)
 }
 
 // pause parks the call behind an interaction, signed when the run has a
 // secret, so a resume can prove its answer is for this very call. A stale
 // call (its turn is over: the person wrote since) is superseded instead.
+//
+// A call whose arguments hold a secret of the run is answered instead of
+// parked: the result shows its arguments redacted, the platform would
+// replay "[REDACTED]", and the call would then run with that text or
+// never verify. The model is told to leave the credential out; the
+// platform holds it.
 func (g *gate) pause(kind runnel.InteractionKind, c native.Call, render json.RawMessage) native.Verdict {
-	if g.stale[c.ID] {
+	if c.Resumed && g.stale[c.ID] {
 		return native.Answer(native.TextResult(supersededText(c.Name), true))
+	}
+	if g.holdsSecret != nil && g.holdsSecret(c.Input) {
+		return native.Answer(native.TextResult(fmt.Sprintf(
+			"Tool '%s' cannot be sent to the user: its arguments contain a credential of this run, which must never be shown. Retry the call without the credential in its arguments; the platform supplies credentials itself.",
+			c.Name), true))
 	}
 	it := runnel.Interaction{
 		ID: interactionID(c.ID), Kind: kind, ToolCallID: c.ID, ToolName: c.Name, Input: c.Input, Render: render,
@@ -118,7 +161,7 @@ func (g *gate) pause(kind runnel.InteractionKind, c native.Call, render json.Raw
 		it.Options = approvalOptions()
 	}
 	if len(g.secret) > 0 {
-		sig, err := permission.Sign(g.secret, it.ID, it.ToolCallID, it.ToolName, signedInput(c.Input))
+		sig, err := permission.Sign(g.secret, it.ID, it.ToolCallID, it.ToolName, signedInput(c.Input), g.now())
 		if err != nil {
 			return native.Answer(native.TextResult(fmt.Sprintf(
 				"Tool '%s' cannot be sent for approval: its arguments cannot be signed (%v). Retry the tool call with plain JSON arguments.",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -112,6 +113,7 @@ func TestGateVerdicts(t *testing.T) {
 			}
 			if tt.superseded {
 				g.superseded = map[string]bool{tt.call.ID: true}
+				tt.call.Resumed = true
 			}
 			if diff := cmp.Diff(tt.want, verdictOf(t, g, tt.call)); diff != "" {
 				t.Errorf("verdict (-want +got):\n%s", diff)
@@ -122,8 +124,9 @@ func TestGateVerdicts(t *testing.T) {
 
 func TestGateSignsInteractions(t *testing.T) {
 	secret := []byte("s3cret")
+	issued := time.Unix(1767225600, 0)
 	g := &gate{tools: map[string]*gatedTool{"connect": {executor: permission.ExecutorClient}}, plan: permission.ParsePlan(nil),
-		store: &permission.Store{}, secret: secret}
+		store: &permission.Store{}, secret: secret, now: func() time.Time { return issued }}
 	m := &oneStep{call: native.Call{ID: "c1", Name: "connect", Input: json.RawMessage(`{ "b": 2, "a": 1 }`)}}
 	out, err := native.Run(context.Background(), &native.Turn{
 		Model: m, Messages: []runnel.Message{runnel.UserText("go")},
@@ -133,7 +136,7 @@ func TestGateSignsInteractions(t *testing.T) {
 		t.Fatal(err)
 	}
 	it := out.Interactions[0]
-	if it.ID != "int_c1" || !permission.Verify(secret, it.Signature, "int_c1", "c1", "connect", json.RawMessage(`{"a":1,"b":2}`)) {
+	if it.ID != "int_c1" || permission.Verify(secret, it.Signature, "int_c1", "c1", "connect", json.RawMessage(`{"a":1,"b":2}`), issued, time.Hour) != nil {
 		t.Errorf("interaction %+v is not signed over its id, call id, name and canonical input", it)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/llmtest"
@@ -35,7 +36,9 @@ func TestPauseResumeExamples(t *testing.T) {
 	p := newPlatform(t, func(w http.ResponseWriter, _ *http.Request, env envelopeIn) {
 		writeContent(w, "STATUS_CODE_OK", "", "Deleted q3-draft.docx.")
 	})
-	m := NewManager(&Options{InteractionSecret: []byte(exampleSecret)})
+	// A fixed clock: signatures carry their issue time.
+	issued := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	m := NewManager(&Options{InteractionSecret: []byte(exampleSecret), Now: func() time.Time { return issued }})
 	norm := strings.NewReplacer(llm.URL, "https://llm.example", p.srv.URL, "https://platform.example", openAIKey, "sk-…")
 
 	req := baseRequest(llm, APIOpenAIChat, "Delete the Q3 draft.")

@@ -63,9 +63,10 @@ type envelopeIn struct {
 
 // callbackCall is one request the platform stand-in received.
 type callbackCall struct {
-	Authorization string
-	ContentType   string
-	Body          string
+	Authorization  string
+	ContentType    string
+	Body           string
+	IdempotencyKey string
 }
 
 // platform is a real toolCallback endpoint. answer decides each reply from
@@ -88,7 +89,7 @@ func newPlatform(t *testing.T, answer func(w http.ResponseWriter, r *http.Reques
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		p.mu.Lock()
-		p.calls = append(p.calls, callbackCall{r.Header.Get("Authorization"), r.Header.Get("Content-Type"), string(body)})
+		p.calls = append(p.calls, callbackCall{r.Header.Get("Authorization"), r.Header.Get("Content-Type"), string(body), r.Header.Get("Idempotency-Key")})
 		p.mu.Unlock()
 		var env envelopeIn
 		_ = json.Unmarshal(body, &env)

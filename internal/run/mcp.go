@@ -45,6 +45,7 @@ func mcpTools(g *gate, pool *mcp.Pool) []provider.Tool {
 			executor:         permission.ExecutorRelay,
 			serverPermission: t.ServerPermission,
 			readOnly:         t.ReadOnly,
+			subject:          schemaSubject(t.InputSchema),
 			run: func(ctx context.Context, c native.Call) native.ToolResult {
 				return mcpResult(pool.Call(ctx, name, c.Input))
 			},

@@ -75,7 +75,7 @@ func (m *Manager) plan(req *runnel.RunRequest, runID string) (*plan, error) {
 	if req == nil {
 		return nil, invalid("The request is empty.")
 	}
-	p := &plan{req: req, runID: runID, red: redact.New(secretValues(req)...)}
+	p := &plan{req: req, runID: runID, red: redact.New(append(secretValues(req), m.opts.ServerSecrets...)...)}
 	p.log = slog.New(p.red.Handler(m.log.Handler())).With(
 		"run_id", p.runID, "session_id", req.SessionID, "harness", "native", "model", req.Model)
 	checks := []func(*plan) error{
@@ -98,7 +98,8 @@ func (m *Manager) plan(req *runnel.RunRequest, runID string) (*plan, error) {
 	planPermissions(p)
 	p.prompt = native.BuildPrompt(req)
 	p.resume, err = planResume(p.prompt.Messages, resumeOptions{
-		isClient: p.tools.IsClient, boundPaths: p.tools.BoundPaths, secret: m.opts.InteractionSecret,
+		isClient: p.tools.IsClient, boundPaths: p.tools.BoundPaths,
+		secret: m.opts.InteractionSecret, now: m.opts.Now(), ttl: m.opts.InteractionTTL,
 	})
 	if err != nil {
 		return nil, err
@@ -305,15 +306,27 @@ func customTool(reg *tools.Registry, s runnel.ToolSpec) *gatedTool {
 		specPermission: s.Permission,
 		readOnly:       s.ReadOnly,
 		boundPaths:     reg.BoundPaths(s.Name),
+		subject:        schemaSubject(s.InputSchema),
 	}
 	if s.EffectiveKind() == runnel.ToolKindClient {
 		t.executor, t.render = permission.ExecutorClient, s.Render
 		return t
 	}
 	t.run = func(ctx context.Context, c native.Call) native.ToolResult {
-		return native.ToolResult(reg.Execute(ctx, tools.Call(c)))
+		return native.ToolResult(reg.Execute(ctx, tools.Call{ID: c.ID, Name: c.Name, Input: c.Input}))
 	}
 	return t
+}
+
+// schemaSubject is what permission rules inspect in the calls of a tool
+// with this input schema: its first declared string property
+// (permission.SchemaArgument), read exactly from the call's arguments.
+func schemaSubject(schema json.RawMessage) func(json.RawMessage) *string {
+	name := permission.SchemaArgument(schema)
+	if name == "" {
+		return nil
+	}
+	return func(args json.RawMessage) *string { return permission.StringMember(args, name) }
 }
 
 // secretValues lists every value the request marks as secret: provider

@@ -63,6 +63,7 @@ const (
 	DefaultIdleTimeout       = 2 * time.Minute
 	DefaultFirstTokenTimeout = 2 * time.Minute
 	DefaultToolParallel      = 4
+	DefaultInteractionTTL    = 24 * time.Hour
 )
 
 // Options configures a Manager. A zero field means the documented default.
@@ -99,6 +100,18 @@ type Options struct {
 	// signature of a call runnel parked is refused. It must be the same on
 	// every replica that may resume a turn. Empty means no signing.
 	InteractionSecret []byte
+	// InteractionTTL is how long a signed approval stays valid after the
+	// interaction was issued (default 24h): runnel keeps no state, so the
+	// same approval sent again within it runs its call again (docs/
+	// pause-resume.md says what that means for a platform).
+	InteractionTTL time.Duration
+	// ServerSecrets are the server's own secrets (its token, the
+	// interaction secret): every run redacts them like its own, since a
+	// run's tools could otherwise bring them into its events.
+	ServerSecrets []string
+	// Now is the clock interactions are signed and checked by (default
+	// time.Now); tests set it.
+	Now func() time.Time
 	// WorkspaceRoot is where each run's workspace directory is created
 	// (default: os.TempDir()/runnel-workspaces).
 	WorkspaceRoot string
@@ -150,6 +163,12 @@ func NewManager(opts *Options) *Manager {
 	}
 	if o.NewModel == nil {
 		o.NewModel = DefaultModelFactory
+	}
+	if o.InteractionTTL <= 0 {
+		o.InteractionTTL = DefaultInteractionTTL
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	m.log = o.Logger
 	if m.log == nil {

@@ -88,8 +88,8 @@ func TestToolConversation(t *testing.T) {
 			}
 
 			wantCalls := []callbackCall{
-				{callbackAuth, "application/json", `{"data":{"id":"call_w","type":"function","function":{"name":"ref__get_weather","arguments":{"city":"Paris"}}}}`},
-				{callbackAuth, "application/json", `{"data":{"id":"call_t","type":"function","function":{"name":"ref__get_time","arguments":{"city":"Paris"}}}}`},
+				{callbackAuth, "application/json", `{"data":{"id":"call_w","type":"function","function":{"name":"ref__get_weather","arguments":{"city":"Paris"}}}}`, "call_w"},
+				{callbackAuth, "application/json", `{"data":{"id":"call_t","type":"function","function":{"name":"ref__get_time","arguments":{"city":"Paris"}}}}`, "call_t"},
 			}
 			if diff := cmp.Diff(wantCalls, p.received()); diff != "" {
 				t.Errorf("callback requests (-want +got):\n%s", diff)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/llmtest"
@@ -21,7 +22,7 @@ func TestResumeOnAnotherManager(t *testing.T) {
 	p := newPlatform(t, nil)
 	req, first := pausedRun(t, overHTTP(t, NewManager(&Options{InteractionSecret: secret})), llm, p, APIOpenAIChat)
 	it := first.Interactions[0]
-	if it.Signature == "" || !permission.Verify(secret, it.Signature, it.ID, it.ToolCallID, it.ToolName, it.Input) {
+	if it.Signature == "" || permission.Verify(secret, it.Signature, it.ID, it.ToolCallID, it.ToolName, it.Input, time.Now(), DefaultInteractionTTL) != nil {
 		t.Fatalf("interaction %+v has no valid signature", it)
 	}
 	answer, _ := json.Marshal(map[string]any{"approved": true, "interactionId": it.ID, "signature": it.Signature})
@@ -53,7 +54,7 @@ func TestForgedApprovalsRefused(t *testing.T) {
 		b, _ := json.Marshal(map[string]any{"approved": true, "interactionId": it.ID, "signature": sig})
 		return string(b)
 	}
-	otherSig, _ := permission.Sign([]byte("another-secret"), it.ID, it.ToolCallID, it.ToolName, it.Input)
+	otherSig, _ := permission.Sign([]byte("another-secret"), it.ID, it.ToolCallID, it.ToolName, it.Input, time.Now())
 	tampered := func(r *runnel.RunRequest) {
 		for i := range r.Messages {
 			for j, b := range r.Messages[i].Content {

@@ -59,12 +59,15 @@ func (m *Manager) openWorkspace(p *plan) (*sandbox.Workspace, error) {
 // allow_reads default; the others ask.
 func (m *Manager) gate(p *plan, ws *sandbox.Workspace, pool *mcp.Pool) (*gate, []provider.Tool) {
 	g := &gate{
-		tools:      maps.Clone(p.gated),
-		plan:       p.perm,
-		store:      p.resume.store,
-		superseded: p.resume.superseded,
-		stale:      p.resume.stale,
-		secret:     m.opts.InteractionSecret,
+		tools:       maps.Clone(p.gated),
+		plan:        p.perm,
+		store:       p.resume.store,
+		superseded:  p.resume.superseded,
+		stale:       p.resume.stale,
+		secret:      m.opts.InteractionSecret,
+		now:         m.opts.Now,
+		ttl:         m.opts.InteractionTTL,
+		holdsSecret: p.red.Contains,
 	}
 	advert := append([]provider.Tool(nil), p.advert...)
 	advert = append(advert, mcpTools(g, pool)...)
@@ -78,6 +81,7 @@ func (m *Manager) gate(p *plan, ws *sandbox.Workspace, pool *mcp.Pool) (*gate, [
 		g.tools[b.Name] = &gatedTool{
 			executor: permission.ExecutorHarness,
 			readOnly: &readOnly,
+			subject:  b.Subject,
 			run: func(ctx context.Context, c native.Call) native.ToolResult {
 				return native.ToolResult(run(ctx, c.Input))
 			},

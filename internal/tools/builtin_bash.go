@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -33,14 +34,24 @@ func (b *builtins) bash() BuiltinTool {
 			`"timeout_ms":{"type":"integer","minimum":1,"description":"How long the command may run, in milliseconds."}` +
 			`},"required":["command"]}`),
 		Run: b.runBash,
+		Subject: func(input json.RawMessage) *string {
+			var args bashArgs
+			if _, ok := decodeBuiltinArgs("bash", input, &args); !ok {
+				return nil
+			}
+			return &args.Command
+		},
 	}
 }
 
+// bashArgs are bash's arguments, for Run and Subject alike.
+type bashArgs struct {
+	Command   string  `json:"command"`
+	TimeoutMs flexInt `json:"timeout_ms"`
+}
+
 func (b *builtins) runBash(ctx context.Context, input json.RawMessage) Result {
-	var args struct {
-		Command   string  `json:"command"`
-		TimeoutMs flexInt `json:"timeout_ms"`
-	}
+	var args bashArgs
 	if r, ok := decodeBuiltinArgs("bash", input, &args); !ok {
 		return r
 	}
@@ -55,6 +66,8 @@ func (b *builtins) runBash(ctx context.Context, input json.RawMessage) Result {
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return toolErrorf("The command was cancelled because the run ended; everything it started was killed.")
+	case errors.Is(err, sandbox.ErrNotEnded):
+		return textResult(appendNote(res.Output, "Some processes the command started could not be ended (they run as another user); the command's result is incomplete."), true)
 	case err != nil:
 		return toolErrorf("The command could not be started: %v.", err)
 	}

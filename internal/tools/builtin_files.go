@@ -12,6 +12,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 )
 
@@ -29,6 +30,7 @@ func (b *builtins) read() BuiltinTool {
 			`},"required":["path"]}`),
 		ReadOnly: true,
 		Run:      b.runRead,
+		Subject:  b.pathSubject("read", ""),
 	}
 }
 
@@ -165,7 +167,8 @@ func (b *builtins) write() BuiltinTool {
 			`"path":{"type":"string","description":"The file to write, relative to the workspace root."},` +
 			`"content":{"type":"string","description":"The complete content of the file."}` +
 			`},"required":["path","content"]}`),
-		Run: b.runWrite,
+		Run:     b.runWrite,
+		Subject: b.pathSubject("write", ""),
 	}
 }
 
@@ -185,6 +188,9 @@ func (b *builtins) runWrite(_ context.Context, input json.RawMessage) Result {
 	case args.Content == nil:
 		return missingArgs("write", "content")
 	}
+	if len(*args.Content) > maxWriteBytes {
+		return toolErrorf("The content is %d bytes, more than write takes (%d). Write the file in parts (write the first part, then append with bash) or generate it with a command.", len(*args.Content), maxWriteBytes)
+	}
 	rel, r, ok := b.rel(args.Path)
 	if !ok {
 		return r
@@ -193,12 +199,14 @@ func (b *builtins) runWrite(_ context.Context, input json.RawMessage) Result {
 	defer b.writeMu.Unlock()
 	root := b.ws.Root()
 	verb := "Created"
-	if fi, err := root.Stat(rel); err == nil {
+	if fi, err := root.Lstat(rel); err == nil {
 		switch {
 		case fi.IsDir():
 			return toolErrorf("%q is a directory; write needs the path of a file.", args.Path)
 		case !fi.Mode().IsRegular():
 			return toolErrorf("%q is not a regular file (it is a device, pipe or socket); write replaces files only.", args.Path)
+		case linkedElsewhere(fi):
+			return hardLinked("write", args.Path)
 		}
 		verb = "Overwrote"
 	}
@@ -229,7 +237,8 @@ func (b *builtins) edit() BuiltinTool {
 			`"new_string":{"type":"string","description":"The text to put in its place."},` +
 			`"replace_all":{"type":"boolean","description":"Replace every occurrence instead of exactly one. Default false."}` +
 			`},"required":["path","old_string","new_string"]}`),
-		Run: b.runEdit,
+		Run:     b.runEdit,
+		Subject: b.pathSubject("edit", ""),
 	}
 }
 
@@ -289,6 +298,16 @@ func (b *builtins) runEdit(_ context.Context, input json.RawMessage) Result {
 	if args.ReplaceAll {
 		n = -1
 	}
+	// The size is known before anything is built: replacing one byte by a
+	// thousand, everywhere in a large file, would otherwise ask for
+	// gigabytes at once.
+	replaced := int64(1)
+	if args.ReplaceAll {
+		replaced = int64(count)
+	}
+	if size := int64(len(content)) + replaced*(int64(len(newS))-int64(len(oldS))); size > maxEditBytes {
+		return toolErrorf("The edit would make %q %d bytes, more than edit handles (%d); replace less at a time, or use bash.", args.Path, size, maxEditBytes)
+	}
 	if err := b.ws.Root().WriteFile(rel, []byte(strings.Replace(content, oldS, newS, n)), 0o644); err != nil {
 		return fsFailure("write", args.Path, err)
 	}
@@ -306,6 +325,8 @@ func (b *builtins) editable(rel, p string) (string, Result, bool) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "", toolErrorf("%q does not exist; use write to create a file.", p), false
+	case err == nil && linkedElsewhere(fi):
+		return "", hardLinked("edit", p), false
 	case err != nil:
 		return "", fsFailure("edit", p, err), false
 	case fi.IsDir():
@@ -335,6 +356,7 @@ func (b *builtins) ls() BuiltinTool {
 			`},"required":[]}`),
 		ReadOnly: true,
 		Run:      b.runLs,
+		Subject:  b.pathSubject("ls", "."),
 	}
 }
 
@@ -362,9 +384,20 @@ func (b *builtins) runLs(_ context.Context, input json.RawMessage) Result {
 	} else if !fi.IsDir() {
 		return toolErrorf("%q is a file, not a directory; use read to see its content.", args.Path)
 	}
-	entries, err := f.ReadDir(-1)
-	if err != nil {
-		return fsFailure("list", args.Path, err)
+	// Read in batches and keep at most maxWalkEntries: a command can fill
+	// a directory with millions of names.
+	var entries []fs.DirEntry
+	total := 0
+	for {
+		batch, err := f.ReadDir(1024)
+		total += len(batch)
+		entries = append(entries, batch[:min(len(batch), maxWalkEntries-len(entries))]...)
+		if errors.Is(err, io.EOF) || len(batch) == 0 {
+			break
+		}
+		if err != nil {
+			return fsFailure("list", args.Path, err)
+		}
 	}
 	slices.SortFunc(entries, func(x, y fs.DirEntry) int { return strings.Compare(x.Name(), y.Name()) })
 	if len(entries) == 0 {
@@ -373,7 +406,7 @@ func (b *builtins) runLs(_ context.Context, input json.RawMessage) Result {
 	var out strings.Builder
 	for i, e := range entries {
 		if i == maxListEntries {
-			fmt.Fprintf(&out, "[... %d more entries not shown]\n", len(entries)-i)
+			fmt.Fprintf(&out, "[... %d more entries not shown]\n", total-i)
 			break
 		}
 		out.WriteString(e.Name())
@@ -386,4 +419,18 @@ func (b *builtins) runLs(_ context.Context, input json.RawMessage) Result {
 		out.WriteByte('\n')
 	}
 	return textResult(out.String(), false)
+}
+
+// linkedElsewhere reports whether the file has other hard links. A command
+// can link a file from outside the workspace into it (ln /etc/x here),
+// and writing through the link would change the outside file, which path
+// confinement cannot see. A file the workspace links twice is refused
+// too: nothing tells the two cases apart.
+func linkedElsewhere(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Nlink > 1
+}
+
+func hardLinked(verb, p string) Result {
+	return toolErrorf("%q has more than one hard link, so it may be a file outside the workspace; %s does not change such files. Copy it to a new file first if you need to change it.", p, verb)
 }

@@ -30,6 +30,7 @@ func (b *builtins) find() BuiltinTool {
 			`},"required":["pattern"]}`),
 		ReadOnly: true,
 		Run:      b.runFind,
+		Subject:  b.pathSubject("find", "."),
 	}
 }
 
@@ -98,6 +99,7 @@ func (b *builtins) grep() BuiltinTool {
 			`},"required":["pattern"]}`),
 		ReadOnly: true,
 		Run:      b.runGrep,
+		Subject:  b.pathSubject("grep", "."),
 	}
 }
 

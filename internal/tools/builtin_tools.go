@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -13,7 +14,10 @@ import (
 	"sync"
 	"syscall"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
 	"github.com/runnel/runnel/internal/sandbox"
+	"github.com/runnel/runnel/internal/strictjson"
 )
 
 // BuiltinTool is one builtin tool (DESIGN §4.5), ready to advertise to a
@@ -30,6 +34,14 @@ type BuiltinTool struct {
 	// under the allow_reads default.
 	ReadOnly bool
 	Run      func(ctx context.Context, input json.RawMessage) Result
+	// Subject is the argument permission rules inspect ("Bash(npm:*)",
+	// "Write(secret/:*)"), read from the arguments exactly as Run reads
+	// them: the command of bash, the path of the file tools, resolved to
+	// the workspace-relative path the tool will touch (so "./secret/x",
+	// "a/../secret/x", the absolute path and a symlink into secret/ all
+	// read "secret/x"). Nil when the call has none to inspect (arguments
+	// Run would refuse, a path outside the workspace).
+	Subject func(input json.RawMessage) *string
 }
 
 // BuiltinOptions configures the builtins. A nil value means the defaults.
@@ -47,6 +59,7 @@ const (
 	maxReadBytes   = 256 << 10
 	maxLineBytes   = 2000
 	maxEditBytes   = 10 << 20
+	maxWriteBytes  = 10 << 20
 	maxListEntries = 1000
 	maxFindResults = 1000
 	maxGrepMatches = 500
@@ -99,21 +112,25 @@ func toolErrorf(format string, args ...any) Result {
 }
 
 // decodeBuiltinArgs reads a call's arguments into v, or says what is wrong.
+// It reads strictly and matches names exactly (internal/strictjson), as the
+// permission gate reads them: {"COMMAND": …} is no command, and a name
+// given twice is refused, so the gate and the tool never see two calls.
 func decodeBuiltinArgs(tool string, input json.RawMessage, v any) (Result, bool) {
 	if len(input) == 0 {
 		input = json.RawMessage(`{}`)
 	}
-	err := json.Unmarshal(input, v)
+	err := strictjson.Unmarshal(input, v)
 	if err == nil {
 		return Result{}, true
-	}
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" {
-		return toolErrorf("Tool '%s' argument %s must be %s. Retry the tool call with a corrected value.", tool, te.Field, jsonKindName(te.Type.Kind().String())), false
 	}
 	var fe *flexError
 	if errors.As(err, &fe) {
 		return toolErrorf("Tool '%s' argument must be a number, not %s. Retry the tool call with a corrected value.", tool, fe.raw), false
+	}
+	var se *jsonv2.SemanticError
+	if errors.As(err, &se) && se.JSONPointer != "" && se.GoType != nil {
+		return toolErrorf("Tool '%s' argument %s must be %s. Retry the tool call with a corrected value.",
+			tool, strings.TrimPrefix(string(se.JSONPointer), "/"), jsonKindName(se.GoType.Kind().String())), false
 	}
 	return toolErrorf("Tool '%s' arguments must be one JSON object. Retry the tool call with valid arguments.", tool), false
 }
@@ -152,12 +169,18 @@ func (n *flexInt) UnmarshalJSON(b []byte) error {
 		s = strings.TrimSpace(uq)
 	}
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
+	if err != nil || math.IsNaN(f) {
 		return &flexError{raw: string(b)}
 	}
-	*n = flexInt(f)
+	// Clamped, because converting a float beyond the int range is
+	// undefined in Go (a huge timeout_ms would come out negative).
+	*n = flexInt(max(min(f, maxFlexInt), -maxFlexInt))
 	return nil
 }
+
+// maxFlexInt bounds a flexInt far beyond any count or millisecond timeout
+// a tool accepts, and far within int64.
+const maxFlexInt = 1 << 50
 
 // rel resolves a model-supplied path in the workspace, or says why not.
 func (b *builtins) rel(p string) (string, Result, bool) {
@@ -211,4 +234,28 @@ func shownPath(rel string) string {
 		return "./"
 	}
 	return rel
+}
+
+// pathSubject is the Subject of a file tool: its path argument (def when
+// absent), resolved inside the workspace as the tool resolves it.
+func (b *builtins) pathSubject(tool, def string) func(json.RawMessage) *string {
+	return func(input json.RawMessage) *string {
+		var args struct {
+			Path string `json:"path"`
+		}
+		if _, ok := decodeBuiltinArgs(tool, input, &args); !ok {
+			return nil
+		}
+		if args.Path == "" {
+			args.Path = def
+		}
+		if args.Path == "" {
+			return nil
+		}
+		rel, err := b.ws.Rel(args.Path)
+		if err != nil {
+			return nil
+		}
+		return &rel
+	}
 }

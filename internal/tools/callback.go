@@ -128,7 +128,7 @@ func (c *callback) execute(ctx context.Context, spec *runnel.ToolSpec, call Call
 	tctx, cancel := context.WithTimeoutCause(ctx, timeout, errToolTimeout)
 	defer cancel()
 	start := time.Now()
-	raw, status, err := c.send(tctx, http.MethodPost, c.endpoint, body)
+	raw, status, err := c.send(tctx, http.MethodPost, c.endpoint, body, call.ID)
 	c.log.DebugContext(ctx, "tool callback", "tool", spec.Name, "ref", ref, "status", status, "duration", time.Since(start))
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -156,7 +156,11 @@ func (c *callback) timeoutFor(spec *runnel.ToolSpec) time.Duration {
 // send makes one request to the platform, with a JSON body unless body is
 // nil, and reads at most maxResponseBytes of the answer. Errors are
 // sentences without the URL, which may carry a credential.
-func (c *callback) send(ctx context.Context, method, target string, body []byte) ([]byte, int, error) {
+//
+// Idempotency-Key is the tool call id. runnel keeps no state between
+// requests, so a resume sent twice runs an approved call twice; the key
+// lets the platform refuse the repeat (docs/pause-resume.md).
+func (c *callback) send(ctx context.Context, method, target string, body []byte, callID string) ([]byte, int, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -169,6 +173,9 @@ func (c *callback) send(ctx context.Context, method, target string, body []byte)
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	if callID != "" {
+		req.Header.Set("Idempotency-Key", callID)
+	}
 	if c.authorization != "" {
 		req.Header.Set("Authorization", c.authorization)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/strictjson"
 )
 
 // callbackSuffix ends a toolCallback endpoint path; what comes before it
@@ -115,7 +116,7 @@ func (c *callback) direct(ctx context.Context, spec *runnel.ToolSpec, call Call)
 	tctx, cancel := context.WithTimeoutCause(ctx, timeout, errToolTimeout)
 	defer cancel()
 	start := time.Now()
-	raw, status, err := c.send(tctx, method, target, payload)
+	raw, status, err := c.send(tctx, method, target, payload, call.ID)
 	c.log.DebugContext(ctx, "tool direct call", "tool", spec.Name, "method", method, "route", spec.Call.Path,
 		"status", status, "duration", time.Since(start))
 	switch {
@@ -268,10 +269,13 @@ func fillParams(route string, body map[string]any) (string, error) {
 }
 
 // bodyResult is a response body as the model reads it: JSON as it came,
-// anything else as text, and either cut to maxContentBytes.
+// anything else as text, and either cut to maxContentBytes. JSON that
+// internal/strictjson refuses (a member twice) is passed as text: the
+// result goes into the conversation, and a replay holding it as JSON
+// would be refused.
 func bodyResult(raw []byte) Result {
 	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) > 0 && len(trimmed) <= maxContentBytes && json.Valid(trimmed) {
+	if len(trimmed) > 0 && len(trimmed) <= maxContentBytes && strictjson.Check(trimmed) == nil {
 		var b bytes.Buffer
 		if json.Compact(&b, trimmed) == nil {
 			return Result{Output: b.Bytes()}

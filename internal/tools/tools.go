@@ -39,6 +39,10 @@ import (
 // DefaultTimeout is a callback tool's timeout when its spec sets none.
 const DefaultTimeout = 30 * time.Second
 
+// maxTimeoutMs bounds a spec's timeoutMs, so that it cannot overflow a
+// time.Duration (which would end the call at once, or never).
+const maxTimeoutMs = 24 * 60 * 60 * 1000
+
 // Options configures a Registry. A zero field means the documented default.
 type Options struct {
 	// HTTPClient reaches the callback endpoint; nil means a client without
@@ -150,8 +154,8 @@ func checkSpec(s *runnel.ToolSpec) error {
 	default:
 		return invalid("Tool %q has unknown kind %q; use \"callback\", \"client\" or \"code\".", s.Name, s.Kind)
 	}
-	if s.TimeoutMs < 0 {
-		return invalid("Tool %q has a negative timeoutMs.", s.Name)
+	if s.TimeoutMs < 0 || s.TimeoutMs > maxTimeoutMs {
+		return invalid("Tool %q has timeoutMs %d; it must be between 0 and %d (a day).", s.Name, s.TimeoutMs, int64(maxTimeoutMs))
 	}
 	// A client tool's arguments go to the browser as the model wrote them;
 	// bound values and a platform call would be promises runnel cannot keep.

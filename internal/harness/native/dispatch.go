@@ -33,7 +33,7 @@ func (s *state) dispatch(ctx context.Context, calls []runnel.Block, rule pauseRu
 	verdicts := make([]Verdict, len(calls))
 	var interactions []runnel.Interaction
 	for i, c := range calls {
-		verdicts[i] = s.verdict(ctx, c)
+		verdicts[i] = s.verdict(ctx, c, rule == runOnPause)
 		if it := verdicts[i].pause; it != nil {
 			interactions = append(interactions, *it)
 		}
@@ -107,8 +107,9 @@ func runSafely(ctx context.Context, fn ToolFunc) (r ToolResult) {
 
 // verdict checks the call against the advertised tools before asking the
 // dispatcher: an unknown name or unusable arguments are answered to the
-// model, so it can correct itself, and never reach a tool.
-func (s *state) verdict(ctx context.Context, c runnel.Block) Verdict {
+// model, so it can correct itself, and never reach a tool. resumed says
+// the call is a parked one being settled.
+func (s *state) verdict(ctx context.Context, c runnel.Block, resumed bool) Verdict {
 	tool, ok := s.tools[c.ToolName]
 	if !ok {
 		return Answer(TextResult(s.unknownTool(c.ToolName), true))
@@ -120,7 +121,7 @@ func (s *state) verdict(ctx context.Context, c runnel.Block) Verdict {
 	if s.turn.Dispatcher == nil {
 		return Answer(TextResult(fmt.Sprintf("Tool '%s' cannot be executed in this run.", c.ToolName), true))
 	}
-	return s.turn.Dispatcher.Dispatch(ctx, Call{ID: c.ToolCallID, Name: c.ToolName, Input: input})
+	return s.turn.Dispatcher.Dispatch(ctx, Call{ID: c.ToolCallID, Name: c.ToolName, Input: input, Resumed: resumed})
 }
 
 func (s *state) unknownTool(name string) string {

@@ -2,6 +2,8 @@ package native
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -110,14 +112,17 @@ func (s *state) callModel(ctx context.Context) (phase, error) {
 		return phaseFinish, err
 	}
 	content := make([]runnel.Block, 0, len(resp.Content))
-	for i, b := range resp.Content {
+	for _, b := range resp.Content {
 		if b.Type != runnel.BlockToolCall {
 			content = append(content, b)
 			continue
 		}
-		// Some OpenAI-compatible servers send calls without an id.
+		// Some OpenAI-compatible servers send calls without an id. The id
+		// names the call across replicas and turns (interactions, the
+		// Idempotency-Key of a callback), so it must not repeat from one
+		// run to the next as a counter would.
 		if b.ToolCallID == "" {
-			b.ToolCallID = fmt.Sprintf("call_%d_%d", step, i)
+			b.ToolCallID = newCallID()
 		}
 		// The raw arguments are checked later, so the model can be told
 		// exactly what was wrong with them. What is recorded and streamed
@@ -253,4 +258,11 @@ func (p *partStream) close() {
 		p.sink.Emit(runnel.Event{Type: p.open, ID: p.id})
 		p.open = ""
 	}
+}
+
+// newCallID is a fresh tool call id for a call its provider sent without one.
+func newCallID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return "call_" + hex.EncodeToString(b[:])
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 
@@ -390,23 +392,69 @@ func TestCancelStopsToolsAndTheLoop(t *testing.T) {
 }
 
 func TestMissingToolCallIDAndInvalidInputAreRepaired(t *testing.T) {
-	m := &scriptedModel{steps: []step{
-		{resp: &provider.Response{Content: []runnel.Block{{Type: runnel.BlockToolCall, ToolName: "echo", Input: json.RawMessage(`{bad`)}}}},
-		textStep("ok", runnel.Usage{}),
-	}}
-	out, err := Run(context.Background(), &Turn{Model: m, Messages: []runnel.Message{runnel.UserText("go")}, Tools: []provider.Tool{echoTool}, Dispatcher: echoDispatcher}, &recorder{})
-	if err != nil {
-		t.Fatal(err)
+	run := func() *Outcome {
+		m := &scriptedModel{steps: []step{
+			{resp: &provider.Response{Content: []runnel.Block{{Type: runnel.BlockToolCall, ToolName: "echo", Input: json.RawMessage(`{bad`)}}}},
+			textStep("ok", runnel.Usage{}),
+		}}
+		out, err := Run(context.Background(), &Turn{Model: m, Messages: []runnel.Message{runnel.UserText("go")}, Tools: []provider.Tool{echoTool}, Dispatcher: echoDispatcher}, &recorder{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
 	}
-	wantCall := runnel.Block{Type: runnel.BlockToolCall, ToolCallID: "call_1_0", ToolName: "echo", Input: runnel.TextOutput("{bad")}
-	if diff := cmp.Diff(wantCall, out.Messages[0].Content[0]); diff != "" {
+	out := run()
+	call := out.Messages[0].Content[0]
+	if !regexp.MustCompile(`^call_[0-9a-f]{24}$`).MatchString(call.ToolCallID) {
+		t.Errorf("generated id %q, want call_ and 24 hex digits", call.ToolCallID)
+	}
+	wantCall := runnel.Block{Type: runnel.BlockToolCall, ToolCallID: call.ToolCallID, ToolName: "echo", Input: runnel.TextOutput("{bad")}
+	if diff := cmp.Diff(wantCall, call); diff != "" {
 		t.Errorf("tool call (-want +got):\n%s", diff)
 	}
-	if r := out.Messages[1].Content[0]; !r.IsError || r.ToolCallID != "call_1_0" {
-		t.Errorf("result = %+v, want an error answering call_1_0", r)
+	if r := out.Messages[1].Content[0]; !r.IsError || r.ToolCallID != call.ToolCallID {
+		t.Errorf("result = %+v, want an error answering %s", r, call.ToolCallID)
 	}
 	if _, err := json.Marshal(out.Messages); err != nil {
 		t.Errorf("messages do not encode: %v", err)
+	}
+	// A counter would give the next run's call the same id, and a
+	// platform deduplicating by it would refuse a new call.
+	if again := run().Messages[0].Content[0].ToolCallID; again == call.ToolCallID {
+		t.Errorf("two runs generated the same id %q", again)
+	}
+}
+
+// TestArgumentsReadOneWayOnly: arguments that a case-insensitive or
+// last-wins decoder reads differently from an exact one never reach the
+// dispatcher; the model is told, and the history keeps them as text, so a
+// replay of it is not refused.
+func TestArgumentsReadOneWayOnly(t *testing.T) {
+	for _, args := range []string{
+		`{"command":"echo hello","COMMAND":"rm -rf ~"}`,
+		`{"command":"echo hello","command":"rm -rf ~"}`,
+		`{"opts":{"path":"a","Path":"b"}}`,
+	} {
+		m := &scriptedModel{steps: []step{
+			{resp: &provider.Response{Content: []runnel.Block{{Type: runnel.BlockToolCall, ToolCallID: "c1", ToolName: "echo", Input: json.RawMessage(args)}}}},
+			textStep("ok", runnel.Usage{}),
+		}}
+		dispatched := false
+		d := DispatcherFunc(func(context.Context, Call) Verdict { dispatched = true; return Answer(TextResult("ran", false)) })
+		out, err := Run(context.Background(), &Turn{Model: m, Messages: []runnel.Message{runnel.UserText("go")}, Tools: []provider.Tool{echoTool}, Dispatcher: d}, &recorder{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dispatched {
+			t.Errorf("%s reached the dispatcher", args)
+		}
+		if got := out.Messages[0].Content[0].Input; !cmp.Equal(got, runnel.TextOutput(args)) {
+			t.Errorf("recorded input %s, want the arguments as a JSON string", got)
+		}
+		r := out.Messages[1].Content[0]
+		if !r.IsError || !strings.Contains(r.OutputText(), "cannot be read one way only") {
+			t.Errorf("%s: result %s, want the model told why", args, r.Output)
+		}
 	}
 }
 

@@ -49,11 +49,17 @@ type Model interface {
 }
 
 // Call is one tool call the model made, with arguments already checked to
-// be a JSON object that has every required field.
+// be a JSON object that has every required field, and that can be read
+// only one way (internal/strictjson).
 type Call struct {
 	ID    string
 	Name  string
 	Input json.RawMessage
+	// Resumed marks a call of Turn.Parked that the loop is settling, as
+	// opposed to a call the model made in this run. Providers may reuse
+	// ids, so a Dispatcher that treats parked calls specially must not
+	// take a new call for a parked one because the ids agree.
+	Resumed bool
 }
 
 // ToolResult is what the model reads back for one call.

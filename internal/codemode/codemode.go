@@ -135,6 +135,10 @@ type Options struct {
 	// engine to stop before it returns without it (default
 	// DefaultAbandonGrace).
 	AbandonGrace time.Duration
+	// Limiter, shared by every Run of the process, bounds the sandboxes
+	// still running after their Run returned (see Limiter); nil means no
+	// bound.
+	Limiter *Limiter
 }
 
 func (o *Options) withDefaults() Options {
@@ -183,7 +187,8 @@ type Failure string
 
 // The failures. A script failure is the script's own error: it threw, its
 // promise rejected, its result cannot be sent back, or it waited for
-// something that can never happen.
+// something that can never happen. A busy failure is a script not run
+// because Options.Limiter's bound on abandoned sandboxes is reached.
 const (
 	FailureNone      Failure = ""
 	FailureScript    Failure = "script"
@@ -191,6 +196,7 @@ const (
 	FailureCancelled Failure = "cancelled"
 	FailureMemory    Failure = "memory"
 	FailureInternal  Failure = "internal"
+	FailureBusy      Failure = "busy"
 )
 
 // Run runs script in a fresh sandbox where each of tools is an async
@@ -208,9 +214,10 @@ const (
 // Options.MemoryLimit and a CPU, and nothing else: it cannot start a call.
 // (A script that catches out-of-memory errors in a loop can make it last:
 // an interrupt that cannot allocate its error becomes a catchable
-// out-of-memory error.)
+// out-of-memory error.) Options.Limiter bounds how many such goroutines
+// there are: while they are at its bound, Run refuses at once.
 //
 // Run is safe for concurrent use; each call has its own sandbox.
 func Run(ctx context.Context, script string, tools []Tool, caller Caller, opts *Options) Output {
-	return runWith(ctx, script, tools, caller, opts, nil)
+	return runWith(ctx, script, tools, caller, opts, hooks{})
 }

@@ -2,9 +2,11 @@
 // runs a model-written script over a run's MCP tools, and the listing that
 // tells the model what it can call.
 //
+//	limiter := codemode.NewLimiter(0)     // once, in main, shared by every run
 //	listing := codemode.ListTools(tools)  // the list_mcp_tools output
 //	out := codemode.Run(ctx, in.Script, tools, caller, &codemode.Options{
 //		Timeout: time.Duration(in.TimeoutMs) * time.Millisecond,
+//		Limiter: limiter,
 //	})
 //	// out is {result, logs, error?}: the run_mcp_script output
 //
@@ -41,7 +43,12 @@
 //
 // When the script's promise settles, no further call starts (a promise chain
 // still running gets a rejection instead), the calls in flight are cancelled
-// through their context and waited for, and the VM is closed. A Caller that
+// through their context and waited for, and the VM is closed. The one
+// exception is a VM stuck in a single long built-in call, which the engine
+// cannot interrupt: Run returns without it after Options.AbandonGrace, and
+// its goroutine closes it when the built-in ends. A Limiter, shared by the
+// process, bounds how many of those there are by refusing new scripts
+// (FailureBusy) while they are at its bound. A Caller that
 // refuses a call because it would need a person (approval, a client tool)
 // returns a *Refusal, and the call rejects in the script with a sentence
 // telling the model to make that call directly: a script cannot pause.

@@ -22,7 +22,8 @@ let sum = 0;
 for (const n of [1, 2, 3]) sum = await tools.math.add({a: sum, b: n});
 console.log("sum", sum);
 return {sum};`
-	out := codemode.Run(context.Background(), script, tools, caller, nil)
+	limiter := codemode.NewLimiter(0) // one per process, shared by every run
+	out := codemode.Run(context.Background(), script, tools, caller, &codemode.Options{Limiter: limiter})
 	b, _ := json.Marshal(out)
 	fmt.Println(string(b))
 	// Output:

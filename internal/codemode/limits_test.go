@@ -3,6 +3,8 @@ package codemode
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -51,6 +53,117 @@ func TestRunTimeout(t *testing.T) {
 				t.Errorf("events %q, want %q", events, tt.events)
 			}
 		})
+	}
+}
+
+// TestRunTimeoutEnforced checks the budget the script is given, not the
+// sentence that names it: every entry into JS gets at most the configured
+// timeout (clamped), and the calls' context ends with it. Each bound below is
+// a comparison of deadlines, which load cannot break: the budget starts
+// after before and before each observation.
+func TestRunTimeoutEnforced(t *testing.T) {
+	tests := []struct {
+		name          string
+		timeout, want time.Duration
+	}{
+		{name: "configured", timeout: 40 * time.Second, want: 40 * time.Second},
+		{name: "clamped", timeout: 10 * time.Minute, want: MaxTimeout},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			type observed struct {
+				at   time.Time
+				left time.Duration // what the engine was given, or the call's deadline from at
+			}
+			var mu sync.Mutex
+			var entries, calls []observed
+			h := hooks{evalTimeout: func(d time.Duration) {
+				mu.Lock()
+				defer mu.Unlock()
+				entries = append(entries, observed{time.Now(), d})
+			}}
+			caller := CallerFunc(func(ctx context.Context, _, _ string, args json.RawMessage) (CallResult, error) {
+				at := time.Now()
+				deadline, ok := ctx.Deadline()
+				if !ok {
+					return CallResult{}, fmt.Errorf("the call's context has no deadline")
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				calls = append(calls, observed{at, deadline.Sub(at)})
+				return CallResult{Content: string(args)}, nil
+			})
+			before := time.Now()
+			out := runWith(context.Background(), `return (await tools.s.echo({n: 1})).n`, testTools(), caller, &Options{Timeout: tt.timeout}, h)
+			if diff := cmp.Diff(got{Result: "1", Logs: []string{}}, view(out)); diff != "" {
+				t.Fatalf("(-want +got):\n%s", diff)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(entries) < 2 || len(calls) != 1 {
+				t.Fatalf("%d entries into JS and %d calls observed, want at least 2 and 1", len(entries), len(calls))
+			}
+			for i, o := range append(entries, calls...) {
+				// The deadline is the budget's start plus the timeout: at most
+				// the timeout away when observed, and no earlier than before
+				// plus the timeout.
+				if o.left > tt.want || o.at.Add(o.left).Before(before.Add(tt.want)) {
+					t.Errorf("observation %d: %v left at %v after the start, want the budget to end %v after it",
+						i, o.left, o.at.Sub(before), tt.want)
+				}
+			}
+		})
+	}
+}
+
+// TestRunMemoryEnforced checks the memory the script can actually use, not
+// the sentence that names the limit: the script allocates buffers of just
+// under 64 KiB until the engine refuses, frees them, and returns how many
+// 64 KiB it held. It stops at twice the limit, so that a missing cap fails
+// the test rather than exhausting the machine.
+func TestRunMemoryEnforced(t *testing.T) {
+	const script = `const chunk = 1 << 16, held = [];
+let bytes = 0, error = "";
+try {
+  while (bytes < %d) { held.push(new ArrayBuffer(chunk - 64)); bytes += chunk }
+} catch (e) {
+  held.length = 0;
+  error = String(e);
+}
+return {bytes, error}`
+	allocated := func(limit int64) int64 {
+		t.Helper()
+		out := run(t, &recorder{}, fmt.Sprintf(script, 2*limit), &Options{Timeout: time.Minute, MemoryLimit: limit})
+		var r struct {
+			Bytes int64
+			Error string
+		}
+		if err := json.Unmarshal(out.Result, &r); err != nil || out.Error != "" {
+			t.Fatalf("limit %d MiB: got %+v", limit>>20, view(out))
+		}
+		if r.Error != "InternalError: out of memory" {
+			t.Errorf("limit %d MiB: allocated %d MiB and stopped with %q, want out of memory", limit>>20, r.Bytes>>20, r.Error)
+		}
+		return r.Bytes
+	}
+	// The engine's own objects take some of the limit, not a quarter of it.
+	for _, limit := range []int64{16 << 20, 32 << 20} {
+		if n := allocated(limit); n > limit || n < limit/4*3 {
+			t.Errorf("allocated %.2f MiB under a limit of %d MiB, want between %d and %d", float64(n)/(1<<20), limit>>20, limit/4*3>>20, limit>>20)
+		}
+	}
+}
+
+// TestRunFinishedInTime: a script that finishes within its budget is never
+// reported as stopped, however short the grace. (The session's goroutine
+// once ended the budget before sending its Output, so Run could see the
+// budget end first and, with a short grace, give up on the Output.)
+func TestRunFinishedInTime(t *testing.T) {
+	for i := range 20 {
+		out := Run(context.Background(), `return 1`, nil, &recorder{}, &Options{Timeout: time.Minute, AbandonGrace: time.Nanosecond})
+		if diff := cmp.Diff(got{Result: "1", Logs: []string{}}, view(out)); diff != "" {
+			t.Fatalf("run %d (-want +got):\n%s", i, diff)
+		}
 	}
 }
 
@@ -124,41 +237,94 @@ return first`, &Options{Timeout: time.Minute, MemoryLimit: 8 << 20})
 
 // TestRunLongBuiltin: the engine cannot interrupt one long built-in call (a
 // naive string search here), so Run returns without the VM once the grace
-// after the budget is over. No call starts afterwards, even once the
-// built-in returns. The script sizes the search itself, so that it outlasts
-// the budget and the grace on any machine and under the race detector
-// without taking minutes: it grows a search until one takes 5ms, then runs
-// one about eighty times longer.
+// after the budget is over, and the Limiter counts the VM until it ends:
+// with a bound of 1, the next Run is refused at once. No call starts
+// afterwards, even once the built-in returns.
+//
+// Nothing here races the machine's speed. The budget ends (the run is
+// cancelled) only once the VM's goroutine is seen inside the search, whose
+// size is the test's (longHaystack: about a second of work, against a
+// grace of a nanosecond). Ending it from a hook called just before the
+// search would not do: the engine looks for an interrupt whenever a Go function it
+// called returns, so the VM would sometimes stop before the search began.
 func TestRunLongBuiltin(t *testing.T) {
-	var stray sync.WaitGroup
+	lim := NewLimiter(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The watch ends when the search did, or with Run if the VM never
+	// reached it.
+	stop := make(chan struct{})
+	var once sync.Once
+	stopWatch := func() { once.Do(func() { close(stop) }) }
+	h := hooks{log: func(line string) {
+		if line == "searched" {
+			stopWatch()
+		}
+	}}
+	watched := whenInside("modernc.org/libquickjs._js_string_indexOf(", stop, cancel)
 	r := &recorder{}
-	script := `await tools.s.echo({n: 1});
+	script := fmt.Sprintf(`await tools.s.echo({n: 1});
+const haystack = "a".repeat(%d), needle = "a".repeat(%d) + "b";
 console.log("searching");
-const needle = "a".repeat(100) + "b";
-let size = 1e3, took = 0;
-while (took < 5) {
-  size *= 2;
-  const haystack = "a".repeat(size), start = Date.now();
-  haystack.indexOf(needle);
-  took = Date.now() - start;
-}
-"a".repeat(size * 80).indexOf(needle);
-await tools.s.echo({n: 2})`
-	opts := &Options{Timeout: 100 * time.Millisecond, AbandonGrace: 50 * time.Millisecond}
-	out := runWith(context.Background(), script, testTools(), r, opts, &stray)
-	want := got{
-		Result:  "null",
-		Logs:    []string{"searching"},
-		Failure: FailureTimeout,
-		Error:   "the script did not finish within 100ms and was stopped (its tool calls were cancelled); do less per script or pass a larger timeoutMs (at most 120000)",
+haystack.indexOf(needle);
+console.log("searched");
+await tools.s.echo({n: 2})`, longHaystack, longNeedle)
+	opts := &Options{Timeout: time.Minute, AbandonGrace: time.Nanosecond, Limiter: lim}
+	out := runWith(ctx, script, testTools(), r, opts, h)
+	stopWatch()
+	if !<-watched {
+		t.Fatalf("the search ended before the test saw it start; got %+v", view(out))
 	}
+	want := got{Result: "null", Logs: []string{"searching"}, Failure: FailureCancelled, Error: "the script was stopped because the run was cancelled"}
 	if diff := cmp.Diff(want, view(out)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	stray.Wait()
+	if n := lim.Abandoned(); n != 1 {
+		t.Errorf("%d sandboxes abandoned, want 1", n)
+	}
+
+	// The bound is reached: the same script is refused, without running.
+	refused := Run(context.Background(), script, testTools(), r, &Options{Timeout: time.Minute, Limiter: lim})
+	if diff := cmp.Diff(got{Result: "null", Logs: []string{}, Failure: FailureBusy, Error: wantBusy}, view(refused)); diff != "" {
+		t.Errorf("while the VM runs on (-want +got):\n%s", diff)
+	}
+
+	if err := lim.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if calls, _ := r.snapshot(); !cmp.Equal(calls, []string{`s.echo {"n":1}`}) {
 		t.Errorf("calls %q, want only the first", calls)
 	}
+	again := Run(context.Background(), `return (await tools.s.echo({n: 3})).n`, testTools(), r, &Options{Timeout: time.Minute, Limiter: lim})
+	if diff := cmp.Diff(got{Result: "3", Logs: []string{}}, view(again)); diff != "" {
+		t.Errorf("once the VM ended (-want +got):\n%s", diff)
+	}
+}
+
+// whenInside calls f once a goroutine's stack holds frame, which it looks
+// for every millisecond until it sees it or stop is closed. The channel
+// returned says, once the watch is over, whether it saw it.
+func whenInside(frame string, stop <-chan struct{}, f func()) <-chan bool {
+	seen := make(chan bool, 1)
+	go func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		buf := make([]byte, 1<<20)
+		for {
+			if n := runtime.Stack(buf, true); strings.Contains(string(buf[:n]), frame) {
+				f()
+				seen <- true
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-stop:
+				seen <- false
+				return
+			}
+		}
+	}()
+	return seen
 }
 
 // TestRunNothingAfterReturn checks that what a script leaves behind never

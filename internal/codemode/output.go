@@ -34,9 +34,19 @@ func (s *session) hostReport(kind, payload string) {
 }
 
 // hostLog is the console underneath: it keeps line and returns the room
-// left, in bytes. The line that does not fit is cut on a character
-// boundary and marked, and the room becomes -1: the console stops calling.
+// left, in bytes.
 func (s *session) hostLog(line string) int {
+	room := s.keepLog(line)
+	if s.hooks.log != nil {
+		s.hooks.log(line)
+	}
+	return room
+}
+
+// keepLog keeps line and returns the room left. The line that does not fit
+// is cut on a character boundary and marked, and the room becomes -1: the
+// console stops calling.
+func (s *session) keepLog(line string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.logRoom < 0 {

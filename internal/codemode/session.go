@@ -47,17 +47,23 @@ type session struct {
 	// cancelled the calls in flight when it returned.
 	dropped, cancelled int
 
+	hooks hooks // what tests observe and steer; none in production
+
 	mu        sync.Mutex // guards the fields below, which Run reads when it abandons the VM
 	logs      []string
 	logRoom   int
 	abandoned bool // Run has returned without the VM: no call may start
+	vmEnded   bool // the VM is closed and the Output sent
 }
 
-// runWith is Run. When it returns without the VM, the VM's goroutine is
-// added to stray (if not nil), so that a test can wait for it.
-func runWith(ctx context.Context, script string, tools []Tool, caller Caller, opts *Options, stray *sync.WaitGroup) Output {
+// runWith is Run, with the hooks of tests.
+func runWith(ctx context.Context, script string, tools []Tool, caller Caller, opts *Options, h hooks) Output {
 	o := opts.withDefaults()
+	if o.Limiter != nil && !o.Limiter.admits() {
+		return busy().withEmpty()
+	}
 	budget, cancelBudget := context.WithTimeout(ctx, o.Timeout)
+	defer cancelBudget()
 	calls, cancelCalls := context.WithCancel(budget)
 	deadline, _ := budget.Deadline()
 	s := &session{
@@ -71,6 +77,7 @@ func runWith(ctx context.Context, script string, tools []Tool, caller Caller, op
 		known:       make(map[toolKey]bool, len(tools)),
 		results:     make(chan callDone, o.MaxConcurrentCalls),
 		logRoom:     o.MaxLogBytes,
+		hooks:       h,
 	}
 	for _, t := range tools {
 		k := toolKey{t.Server, t.Name}
@@ -81,21 +88,22 @@ func runWith(ctx context.Context, script string, tools []Tool, caller Caller, op
 	}
 
 	done := make(chan Output, 1)
-	if stray != nil {
-		stray.Add(1)
-	}
 	go func() {
-		if stray != nil {
-			defer stray.Done()
-		}
-		out := s.run(script)
-		cancelBudget()
-		done <- out
+		// The Output goes first: the budget ends only with Run, so that a
+		// script that finished in time is never taken for one that did not.
+		done <- s.run(script)
+		s.vmGone()
 	}()
 	out, ok := s.wait(done)
 	if !ok {
-		out = s.abandon()
+		out = s.abandon(done)
 	}
+	return out.withEmpty()
+}
+
+// withEmpty writes the empty logs and the null result as the model reads
+// them.
+func (out Output) withEmpty() Output {
 	if out.Logs == nil {
 		out.Logs = []string{}
 	}
@@ -126,13 +134,36 @@ func (s *session) wait(done <-chan Output) (Output, bool) {
 // abandon returns without the VM, which is still inside one long built-in
 // call: the engine checks for an interrupt only between calls. No call can
 // start from now on, and the calls in flight, cancelled with the budget,
-// are waited for; the VM's goroutine ends on its own when the engine stops.
-func (s *session) abandon() Output {
+// are waited for; the VM's goroutine ends on its own when the engine stops,
+// and leaves the Limiter's count then. If it has just ended, its Output is
+// there after all.
+func (s *session) abandon(done <-chan Output) Output {
 	s.mu.Lock()
+	if s.vmEnded {
+		s.mu.Unlock()
+		return <-done
+	}
 	s.abandoned = true
+	if s.opts.Limiter != nil {
+		// Under mu, so that vmGone, which takes the sandbox out of the
+		// count, cannot come first.
+		s.opts.Limiter.abandon()
+	}
 	s.mu.Unlock()
 	s.wg.Wait()
 	return s.stopped(s.logsSoFar())
+}
+
+// vmGone is the last thing the VM's goroutine does, after the VM is closed
+// and the Output sent: an abandoned sandbox leaves the Limiter's count.
+func (s *session) vmGone() {
+	s.mu.Lock()
+	s.vmEnded = true
+	abandoned := s.abandoned
+	s.mu.Unlock()
+	if abandoned && s.opts.Limiter != nil {
+		s.opts.Limiter.end()
+	}
 }
 
 func (s *session) run(script string) Output {
@@ -327,6 +358,9 @@ func (s *session) enter() error {
 	left := time.Until(s.deadline)
 	if left <= 0 {
 		return errStopped
+	}
+	if s.hooks.evalTimeout != nil {
+		s.hooks.evalTimeout(left)
 	}
 	return s.vm.SetEvalTimeout(left)
 }

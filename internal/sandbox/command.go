@@ -34,6 +34,11 @@ const (
 // one whose run was cancelled.
 var errCommandTimeout = errors.New("command timed out")
 
+// ErrNotEnded is wrapped by the error of a command that ran, but some of
+// whose processes could not be ended (one stuck in the kernel, or a
+// setuid one runnel may not signal). The result is still filled in.
+var ErrNotEnded = errors.New("processes the command started could not all be ended")
+
 // CommandOptions configures RunCommand. A zero field means the default.
 type CommandOptions struct {
 	// Timeout is the command's wall-clock budget (default
@@ -71,13 +76,15 @@ type CommandResult struct {
 	Duration time.Duration
 }
 
-// RunCommand runs /bin/sh -c command in the workspace, in a process group
-// of its own. When the shell exits, times out, or ctx is done, the whole
-// group is killed, so no background process it started outlives the call
-// (one that moved to a new session with setsid can; only the isolated
-// sandbox contains those). A timeout is a result with TimedOut; the error
-// is for a command that could not start or whose ctx ended, and then
-// comes with what the command printed so far.
+// RunCommand runs /bin/sh -c command in the workspace. When the shell
+// exits, times out, or ctx is done, everything it started is killed, as
+// far as the workspace's Containment reaches: with cgroup or subreaper,
+// every process, and the call returns once they are all gone; with the
+// process group (a nil Containment), the group, which a process that
+// calls setsid leaves. A timeout is a result with TimedOut; the error is
+// for a command that could not start, whose ctx ended, or whose processes
+// could not all be ended, and then comes with what the command printed
+// so far.
 func RunCommand(ctx context.Context, ws *Workspace, command string, opts *CommandOptions) (CommandResult, error) {
 	var o CommandOptions
 	if opts != nil {
@@ -95,16 +102,21 @@ func RunCommand(ctx context.Context, ws *Workspace, command string, opts *Comman
 		return CommandResult{}, fmt.Errorf("starting the command: %w", err)
 	}
 	defer pr.Close()
+	sc, err := ws.containment.newScope()
+	if err != nil {
+		pw.Close()
+		return CommandResult{}, fmt.Errorf("starting the command: %w", err)
+	}
 	cmd := exec.CommandContext(tctx, "/bin/sh", "-c", command)
 	cmd.Dir = ws.Dir()
 	cmd.Env = commandEnv(ws, o.Env)
 	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
+	cmd.SysProcAttr = sc.sysProcAttr()
+	cmd.Cancel = func() error { return sc.kill(cmd.Process.Pid) }
 	cmd.WaitDelay = pipeGrace // backs up a Cancel that failed to kill the shell
 
 	start := time.Now()
-	err = cmd.Start()
+	err = sc.start(cmd)
 	pw.Close() // the child has its copy; EOF comes when every holder exits
 	if err != nil {
 		return CommandResult{}, fmt.Errorf("starting the command: %w", err)
@@ -117,11 +129,9 @@ func RunCommand(ctx context.Context, ws *Workspace, command string, opts *Comman
 	}()
 
 	waitErr := cmd.Wait()
-	// Whatever the shell left running in its group dies with it. The id
-	// still names this group: a pid is not handed out again while a group
-	// with that id has members, and once it has none the kill finds
-	// nothing (short of the pid space wrapping around in between).
-	_ = killGroup(cmd.Process.Pid)
+	// Whatever the shell left running dies with it: its process group, or
+	// with a Containment everything it started (see end).
+	endErr := sc.end()
 	grace := time.NewTimer(pipeGrace)
 	select {
 	case <-copied:
@@ -138,6 +148,8 @@ func RunCommand(ctx context.Context, ws *Workspace, command string, opts *Comman
 	}
 	res.Output, res.Omitted = out.result()
 	switch {
+	case endErr != nil:
+		return res, fmt.Errorf("%w: %w", ErrNotEnded, endErr)
 	case ctx.Err() != nil:
 		return res, fmt.Errorf("command cancelled: %w", context.Cause(ctx))
 	case errors.Is(context.Cause(tctx), errCommandTimeout):

@@ -163,7 +163,7 @@ func TestRunCommandEscapedProcessCannotHang(t *testing.T) {
 	ws := newTestWorkspace(t, nil)
 	res, err := RunCommand(t.Context(), ws, "setsid sleep 300 & echo $! > pid; echo done", nil)
 	pid := readPid(t, ws, "pid")
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	t.Cleanup(func() { killEscapee(t, pid) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,27 @@
 // and refuses anything that ends up outside the directory; file operations
 // then go through Root, an *os.Root, so a symlink swapped in between the
 // check and the use still cannot lead outside. RunCommand runs /bin/sh -c
-// in the workspace in its own process group, with a scrubbed environment,
-// a timeout and capped output, and kills the whole group when it is done.
+// in the workspace with a scrubbed environment, a timeout and capped
+// output, and ends everything the command started when it is done, as far
+// as the Containment reaches: a cgroup v2 per command where runnel can
+// create one, else runnel as child subreaper with a sweep of what
+// commands leave behind, else the process group (which setsid escapes).
 //
-//	ws, err := sandbox.NewWorkspace("", nil)
+// At start-up, main probes the containment once and sweeps what a runnel
+// that crashed left behind, then hands the containment to every workspace:
+//
+//	c, err := sandbox.ProbeContainment(nil)
+//	if err != nil {
+//		return err
+//	}
+//	defer c.Close()
+//	log.Info("process containment", "guarantee", c.Guarantee(), "detail", c.Detail())
+//	_, err = c.SweepStaleCgroups()     // first: kills what could hold a workspace
+//	_, err = sandbox.SweepWorkspaces(root) // unless workspaces are kept on purpose
+//
+// and per run:
+//
+//	ws, err := sandbox.NewWorkspace(root, &sandbox.WorkspaceOptions{Containment: c})
 //	if err != nil {
 //		return err
 //	}

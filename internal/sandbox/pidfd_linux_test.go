@@ -6,9 +6,6 @@ import (
 	"testing"
 )
 
-// sysPidfdOpen is pidfd_open(2), which the syscall package predates.
-const sysPidfdOpen = 434
-
 // assertDead fails the test unless the process pid has exited. SIGKILL
 // is delivered asynchronously, and an orphan stays a zombie until its new
 // parent reaps it, so "kill(pid, 0) fails" is not yet true when RunCommand
@@ -48,3 +45,6 @@ func assertDead(t *testing.T, pid int) {
 		return
 	}
 }
+
+// killEscapee kills a process a test let escape, and its session.
+func killEscapee(t *testing.T, pid int) { killSession(t, pid) }

@@ -22,3 +22,6 @@ func assertDead(t *testing.T, pid int) {
 	}
 	t.Fatalf("process %d is still running: the group kill missed it", pid)
 }
+
+// killEscapee kills a process a test let escape.
+func killEscapee(t *testing.T, pid int) { _ = syscall.Kill(pid, syscall.SIGKILL) }

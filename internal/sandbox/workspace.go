@@ -26,6 +26,10 @@ type WorkspaceOptions struct {
 	// SkillDirs are the workspace-relative directories named skills are
 	// written under; nil means DefaultSkillDirs.
 	SkillDirs []string
+	// Containment is how RunCommand ends what the workspace's commands
+	// start (ProbeContainment, once per process). Nil means the process
+	// group, which processes that call setsid escape.
+	Containment *Containment
 }
 
 // DefaultSkillDirs are where WriteSkills puts a named skill: the Agent
@@ -37,49 +41,55 @@ func DefaultSkillDirs() []string { return []string{".agents/skills", ".claude/sk
 type Workspace struct {
 	dir       string // absolute, symlinks resolved
 	root      *os.Root
+	lock      *os.File // holds the directory's flock (workspace_lock.go)
 	keep      bool
 	skillDirs []string
+	// containment is WorkspaceOptions.Containment.
+	containment *Containment
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
 // NewWorkspace creates a fresh directory (mode 0700) under root, or under
-// os.TempDir()/runnel-workspaces when root is empty.
+// os.TempDir()/runnel-workspaces when root is empty, and locks it against
+// SweepWorkspaces until Close.
 func NewWorkspace(root string, opts *WorkspaceOptions) (*Workspace, error) {
 	var o WorkspaceOptions
 	if opts != nil {
 		o = *opts
 	}
 	if root == "" {
-		root = filepath.Join(os.TempDir(), "runnel-workspaces")
+		root = defaultWorkspaceRoot()
 		if err := ensurePrivateDir(root); err != nil {
 			return nil, err
 		}
 	} else if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the workspace root: %w", err)
 	}
-	dir, err := os.MkdirTemp(root, "run-")
+	dir, lock, err := createLockedDir(root)
 	if err != nil {
-		return nil, fmt.Errorf("creating the workspace: %w", err)
+		return nil, err
 	}
 	// The real path, so that paths the model sees (pwd in bash) and
 	// paths Resolve returns agree, even when TMPDIR is itself a symlink.
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		_ = os.Remove(dir)
+		lock.Close()
 		return nil, fmt.Errorf("creating the workspace: %w", err)
 	}
 	r, err := os.OpenRoot(real)
 	if err != nil {
 		_ = os.Remove(dir)
+		lock.Close()
 		return nil, fmt.Errorf("opening the workspace: %w", err)
 	}
 	skillDirs := o.SkillDirs
 	if skillDirs == nil {
 		skillDirs = DefaultSkillDirs()
 	}
-	return &Workspace{dir: real, root: r, keep: o.Keep, skillDirs: skillDirs}, nil
+	return &Workspace{dir: real, root: r, lock: lock, keep: o.Keep, skillDirs: skillDirs, containment: o.Containment}, nil
 }
 
 // ensurePrivateDir creates the shared default root and refuses one that
@@ -121,7 +131,8 @@ func (w *Workspace) Close() error {
 		if !w.keep {
 			err = errors.Join(err, removeAll(w.dir))
 		}
-		w.closeErr = err
+		// Unlocked only once removed, so that a sweep never races Close.
+		w.closeErr = errors.Join(err, w.lock.Close())
 	})
 	return w.closeErr
 }

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -42,17 +44,7 @@ func TestWorkspaceCloseRemovesIt(t *testing.T) {
 	if filepath.Dir(ws.Dir()) != realRoot {
 		t.Errorf("workspace %s is not directly under %s", ws.Dir(), realRoot)
 	}
-	// Leave behind what a careless command would: a directory nobody may
-	// write to, holding a file.
-	if err := os.MkdirAll(filepath.Join(ws.Dir(), "locked", "deep"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(ws.Dir(), "locked", "deep", "f"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(filepath.Join(ws.Dir(), "locked"), 0o500); err != nil {
-		t.Fatal(err)
-	}
+	mustWrite(t, filepath.Join(ws.Dir(), "f"), "x")
 	if err := ws.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -61,6 +53,118 @@ func TestWorkspaceCloseRemovesIt(t *testing.T) {
 	}
 	if err := ws.Close(); err != nil {
 		t.Errorf("second Close = %v, want nil", err)
+	}
+}
+
+// Close removes a directory a command made unwritable. Permission bits
+// bind only a process without CAP_DAC_OVERRIDE, so as root (CI) the
+// workspace is opened and closed by a helper process running as nobody;
+// the helper checks that the bits do bind it.
+func TestWorkspaceCloseRemovesUnwritableDirs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if err := closeUnwritableWorkspace(t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	const nobody = 65534
+	base := sharedTempDir(t)
+	bin := filepath.Join(base, "sandbox.test")
+	copyFile(t, os.Args[0], bin, 0o755)
+	root := filepath.Join(base, "root")
+	mustMkdir(t, root)
+	if err := os.Chown(root, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = []string{helperEnv + "=close-workspace", helperArgEnv + "=" + root, "TMPDIR=" + root}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("closing a workspace as uid %d: %v\n%s", nobody, err, out)
+	}
+	if entries, _ := os.ReadDir(root); len(entries) > 0 {
+		t.Errorf("the workspace root still holds %s", entries[0].Name())
+	}
+}
+
+// sharedTempDir is a fresh directory another user may enter, removed when
+// the test ends.
+func sharedTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sandbox-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = removeAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A start-up sweep removes the workspaces of runnel processes that died,
+// and only those: not one a live process (another replica, or this one)
+// has open, and nothing in the root that is not a workspace.
+func TestSweepWorkspaces(t *testing.T) {
+	root := t.TempDir()
+	live := startHelper(t, "hold-workspace", root)
+	liveDir := live.line(t)
+	crashed := startHelper(t, "hold-workspace", root)
+	crashedDir := crashed.line(t)
+	crashed.crash(t)
+	mineHere, err := NewWorkspace(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mineHere.Close()
+	other := filepath.Join(root, "other")
+	mustMkdir(t, other)
+	mustSymlink(t, t.TempDir(), filepath.Join(root, "run-link"))
+
+	removed, err := SweepWorkspaces(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed != 1 {
+		t.Errorf("SweepWorkspaces removed %d directories, want 1", removed)
+	}
+	if _, err := os.Stat(crashedDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the crashed process's workspace is still there (%v)", err)
+	}
+	for _, dir := range []string{liveDir, mineHere.Dir(), other, filepath.Join(root, "run-link")} {
+		if _, err := os.Lstat(dir); err != nil {
+			t.Errorf("the sweep removed %s: %v", dir, err)
+		}
+	}
+	live.finish(t)
+	if _, err := os.Stat(liveDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the live helper's workspace survived its Close (%v)", err)
+	}
+}
+
+func TestSweepWorkspacesDefaultRoot(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	if removed, err := SweepWorkspaces(""); removed != 0 || err != nil {
+		t.Errorf("SweepWorkspaces of a missing default root = %d, %v; want 0, nil", removed, err)
+	}
+	ws, err := NewWorkspace("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	if removed, err := SweepWorkspaces(""); removed != 0 || err != nil {
+		t.Errorf("SweepWorkspaces = %d, %v; want 0, nil (the workspace is open)", removed, err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/redact"
@@ -35,6 +36,12 @@ type Config struct {
 	WorkspaceRoot     string
 	KeepWorkspaces    bool
 	MCPHostAllowlist  []string
+	// Containment is how the processes of runs are ended: auto, cgroup,
+	// subreaper or process-group; CgroupParent where cgroups are made.
+	Containment  string
+	CgroupParent string
+	// InteractionTTL is how long a signed approval stays valid.
+	InteractionTTL time.Duration
 	// InteractionSecret signs interactions (RUNNEL_INTERACTION_SECRET, no
 	// flag so it never shows in ps); never logged.
 	InteractionSecret string
@@ -74,6 +81,9 @@ func settings() []struct {
 		{"run", s{"workspace-root", "RUNNEL_WORKSPACE_ROOT", "", "directory under which each run gets its workspace (default: a private dir under the system temp dir)", "dir"}},
 		{"run", s{"mcp-host-allowlist", "RUNNEL_MCP_HOST_ALLOWLIST", "", "comma-separated MCP hosts (host or host:port) exempt from the https-and-public-address rule", "hosts"}},
 		{"run", s{"keep-workspaces", "RUNNEL_KEEP_WORKSPACES", "false", "keep each run's workspace after the run instead of removing it", "bool"}},
+		{"run", s{"containment", "RUNNEL_CONTAINMENT", "auto", "how every process a run starts is ended: auto (the strongest this host allows), cgroup, subreaper or process-group", "mechanism"}},
+		{"run", s{"cgroup-parent", "RUNNEL_CGROUP_PARENT", "", "cgroup v2 directory under which runnel makes a cgroup per command (default: runnel's own cgroup)", "dir"}},
+		{"run", s{"interaction-ttl", "RUNNEL_INTERACTION_TTL", "24h", "how long a signed approval stays valid after runnel asked", "duration"}},
 		{"log", s{"log-level", "RUNNEL_LOG_LEVEL", "info", "debug, info, warn or error", "level"}},
 		{"log", s{"log-format", "RUNNEL_LOG_FORMAT", "json", "json or text", "format"}},
 	}
@@ -213,9 +223,16 @@ func (c *config) logFormat() string {
 // token reads RUNNEL_TOKEN or the token file; both at once is an error, as
 // one of them would be silently ignored.
 func (c *config) token() string {
-	tok := strings.TrimSpace(c.getenv("RUNNEL_TOKEN"))
+	raw := c.getenv("RUNNEL_TOKEN")
+	tok := strings.TrimSpace(raw)
 	path := c.str("token-file")
 	switch {
+	case raw != "" && tok == "":
+		c.errs = append(c.errs, errors.New("RUNNEL_TOKEN is set but blank; set a token without spaces (generate one with: openssl rand -hex 32) or unset it"))
+		return ""
+	case strings.IndexFunc(tok, badTokenRune) >= 0:
+		c.errs = append(c.errs, errors.New("RUNNEL_TOKEN holds a space or a control character, which no Authorization header can carry; generate one with: openssl rand -hex 32"))
+		return ""
 	case path == "":
 		return tok
 	case tok != "":
@@ -229,9 +246,16 @@ func (c *config) token() string {
 	}
 	if tok = strings.TrimSpace(string(data)); tok == "" {
 		c.errs = append(c.errs, fmt.Errorf("the token file %s is empty", path))
+	} else if strings.IndexFunc(tok, badTokenRune) >= 0 {
+		c.errs = append(c.errs, fmt.Errorf("the token in %s holds a space or a control character, which no Authorization header can carry", path))
+		return ""
 	}
 	return tok
 }
+
+// badTokenRune is a rune a bearer token cannot hold (RFC 6750's b64token
+// has none of them, and a header would fold or trim them).
+func badTokenRune(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }
 
 // load resolves the bound settings into a Config, reporting every bad
 // value at once.
@@ -260,6 +284,15 @@ func (c *config) load() (*Config, error) {
 			}
 			cfg.MCPHostAllowlist = hosts
 		}
+		cfg.Containment = strings.ToLower(c.str("containment"))
+		switch cfg.Containment {
+		case "auto", "cgroup", "subreaper", "process-group":
+		default:
+			v, from := c.raw("containment")
+			c.fail(from, v, "is not a containment; use auto, cgroup, subreaper or process-group")
+		}
+		cfg.CgroupParent = c.str("cgroup-parent")
+		cfg.InteractionTTL = c.duration("interaction-ttl")
 		cfg.InteractionSecret = strings.TrimSpace(c.getenv("RUNNEL_INTERACTION_SECRET"))
 		if cfg.InteractionSecret != "" && len(cfg.InteractionSecret) < 16 {
 			c.errs = append(c.errs, errors.New("RUNNEL_INTERACTION_SECRET is shorter than 16 characters; generate one with: openssl rand -hex 32"))
@@ -305,9 +338,15 @@ func (cfg *Config) logger(w io.Writer) *slog.Logger {
 	return slog.New(redact.New(cfg.Token, cfg.InteractionSecret).Handler(h))
 }
 
-func (cfg *Config) runOptions(log *slog.Logger) *run.Options {
+func (cfg *Config) runOptions(log *slog.Logger, h *host) *run.Options {
 	return &run.Options{
 		Logger:            log,
+		Containment:       h.containment,
+		ScriptLimiter:     h.scripts,
+		InteractionTTL:    cfg.InteractionTTL,
+		// The server's own secrets are secrets of every run: a run's
+		// tools must not bring them into its events.
+		ServerSecrets: []string{cfg.Token, cfg.InteractionSecret},
 		MaxSteps:          cfg.MaxSteps,
 		TotalTimeout:      cfg.RunTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
@@ -328,7 +367,7 @@ func (cfg *Config) interactionSecret() []byte {
 	return []byte(cfg.InteractionSecret)
 }
 
-func (cfg *Config) serverOptions(log *slog.Logger, harnesses []string) *server.Options {
+func (cfg *Config) serverOptions(log *slog.Logger, harnesses []string, h *host) *server.Options {
 	features := []string{"ndjson", "permissions", "pause_resume", "client_tools", "builtins", "mcp", "code_mode"}
 	return &server.Options{
 		Token:            cfg.Token,
@@ -339,7 +378,7 @@ func (cfg *Config) serverOptions(log *slog.Logger, harnesses []string) *server.O
 		Harnesses:        harnesses,
 		Features:         features,
 		Logger:           log,
-		Capabilities: &server.Capabilities{Limits: server.Limits{
+		Capabilities: &server.Capabilities{Sandbox: h.sandboxInfo(), Limits: server.Limits{
 			MaxSteps:            cfg.MaxSteps,
 			RunTimeoutMs:        cfg.RunTimeout.Milliseconds(),
 			IdleTimeoutMs:       cfg.IdleTimeout.Milliseconds(),

@@ -31,7 +31,8 @@ func loadServe(args []string, env map[string]string) (*Config, error) {
 func defaults() Config {
 	return Config{Host: "127.0.0.1", Port: 8765, ConcurrencyLimit: 64, MaxBodyBytes: 8 << 20, MaxSteps: 50,
 		RunTimeout: 10 * time.Minute, IdleTimeout: 2 * time.Minute, FirstTokenTimeout: 2 * time.Minute,
-		ToolTimeout: 30 * time.Second, ShutdownGrace: 30 * time.Second, LogLevel: slog.LevelInfo, LogFormat: "json"}
+		ToolTimeout: 30 * time.Second, ShutdownGrace: 30 * time.Second, LogLevel: slog.LevelInfo, LogFormat: "json",
+		Containment: "auto", InteractionTTL: 24 * time.Hour}
 }
 
 func TestConfig(t *testing.T) {
@@ -60,10 +61,12 @@ func TestConfig(t *testing.T) {
 			"RUNNEL_HOST": "0.0.0.0", "RUNNEL_PORT": "9000", "RUNNEL_TOKEN": "env-token-1234", "RUNNEL_CONCURRENCY_LIMIT": "5",
 			"RUNNEL_MAX_BODY_BYTES": "16MiB", "RUNNEL_MAX_STEPS": "7", "RUNNEL_RUN_TIMEOUT": "1h", "RUNNEL_IDLE_TIMEOUT": "45s",
 			"RUNNEL_FIRST_TOKEN_TIMEOUT": "20s", "RUNNEL_TOOL_TIMEOUT": "1m30s", "RUNNEL_SHUTDOWN_GRACE": "5s",
-			"RUNNEL_LOG_LEVEL": "DEBUG", "RUNNEL_LOG_FORMAT": "text"},
+			"RUNNEL_LOG_LEVEL": "DEBUG", "RUNNEL_LOG_FORMAT": "text", "RUNNEL_CONTAINMENT": "Subreaper",
+			"RUNNEL_CGROUP_PARENT": "/sys/fs/cgroup/runnel", "RUNNEL_INTERACTION_TTL": "2h"},
 			want: &Config{Host: "0.0.0.0", Port: 9000, Token: "env-token-1234", ConcurrencyLimit: 5, MaxBodyBytes: 16 << 20,
 				MaxSteps: 7, RunTimeout: time.Hour, IdleTimeout: 45 * time.Second, FirstTokenTimeout: 20 * time.Second,
-				ToolTimeout: 90 * time.Second, ShutdownGrace: 5 * time.Second, LogLevel: slog.LevelDebug, LogFormat: "text"}},
+				ToolTimeout: 90 * time.Second, ShutdownGrace: 5 * time.Second, LogLevel: slog.LevelDebug, LogFormat: "text",
+				Containment: "subreaper", CgroupParent: "/sys/fs/cgroup/runnel", InteractionTTL: 2 * time.Hour}},
 		{name: "a flag wins over its variable", args: []string{"--port", "0", "--log-level", "warn"},
 			env:  map[string]string{"RUNNEL_PORT": "9000", "RUNNEL_LOG_LEVEL": "debug"},
 			want: with(func(c *Config) { c.Port, c.LogLevel = 0, slog.LevelWarn })},
@@ -105,6 +108,14 @@ func TestConfig(t *testing.T) {
 				`RUNNEL_IDLE_TIMEOUT="soon" is not a duration; use a Go duration such as 30s, 5m or 1h30m`},
 		{name: "token and token file", args: []string{"--token-file", tokenFile}, env: map[string]string{"RUNNEL_TOKEN": "x-token-1234"},
 			err: "both RUNNEL_TOKEN and a token file are set; set only one"},
+		// A token of spaces trims to nothing: it must never read as "no
+		// token" (no authentication) nor as a token a blank header matches.
+		{name: "a token of Unicode spaces", env: map[string]string{"RUNNEL_TOKEN": "\u00a0\u2003"},
+			err: "RUNNEL_TOKEN is set but blank; set a token without spaces (generate one with: openssl rand -hex 32) or unset it"},
+		{name: "a token with a space inside", env: map[string]string{"RUNNEL_TOKEN": "abc def-1234"},
+			err: "RUNNEL_TOKEN holds a space or a control character, which no Authorization header can carry; generate one with: openssl rand -hex 32"},
+		{name: "unknown containment", env: map[string]string{"RUNNEL_CONTAINMENT": "chroot"},
+			err: `RUNNEL_CONTAINMENT="chroot" is not a containment; use auto, cgroup, subreaper or process-group`},
 		{name: "empty token file", env: map[string]string{"RUNNEL_TOKEN_FILE": emptyFile},
 			err: "the token file " + emptyFile + " is empty"},
 		{name: "missing token file", env: map[string]string{"RUNNEL_TOKEN_FILE": "/nonexistent/token"},

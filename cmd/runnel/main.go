@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -21,6 +22,10 @@ func main() {
 	// After the first signal starts a drain, a second one kills the process
 	// the default way, for when the drain takes too long for the operator.
 	context.AfterFunc(ctx, stop)
+	if err := makeUndumpable(); err != nil {
+		fmt.Fprintln(os.Stderr, "runnel:", err)
+		os.Exit(exitFailure)
+	}
 	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
 	code := m.Run(ctx, os.Args[1:])
 	stop()

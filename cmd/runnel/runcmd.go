@@ -51,7 +51,12 @@ func (m *Main) run(ctx context.Context, args []string) int {
 			return printJSON(m.Stdout, res)
 		}
 	}
-	runner := m.newRunner(cfg.runOptions(log))
+	h, err := setUpHost(cfg, log)
+	if err != nil {
+		return m.fail("run", err)
+	}
+	defer h.close(log)
+	runner := m.newRunner(cfg.runOptions(log, h))
 	res := runOne(ctx, log, runner, in, cfg.MaxBodyBytes, sink)
 	if err := write(res); err != nil {
 		log.Error("writing the result", slog.Any("err", err))

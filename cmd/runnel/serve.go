@@ -29,8 +29,15 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 		return m.fail("serve", err)
 	}
 	log := cfg.logger(m.Stderr)
-	runner := m.newRunner(cfg.runOptions(log))
-	srv := server.New(runner, cfg.serverOptions(log, runner.Harnesses()))
+	h, err := setUpHost(cfg, log)
+	if err != nil {
+		return m.fail("serve", err)
+	}
+	// Deferred first, so it runs last: after Serve has cancelled and
+	// drained every run, whatever their commands left is ended.
+	defer h.close(log)
+	runner := m.newRunner(cfg.runOptions(log, h))
+	srv := server.New(runner, cfg.serverOptions(log, runner.Harnesses(), h))
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		log.Error("cannot listen", slog.Any("err", err))

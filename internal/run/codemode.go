@@ -27,7 +27,7 @@ import (
 // call. So they are allowed unless a rule names them (deny run_mcp_script
 // to forbid scripts); under a default of ask, asking for the script as well
 // as for its calls would ask twice.
-func codeModeTools(g *gate, p *plan, pool *mcp.Pool) []provider.Tool {
+func codeModeTools(g *gate, p *plan, pool *mcp.Pool, limiter *codemode.Limiter) []provider.Tool {
 	if !p.codeMode || pool == nil {
 		return nil
 	}
@@ -58,7 +58,7 @@ func codeModeTools(g *gate, p *plan, pool *mcp.Pool) []provider.Tool {
 		readOnly:   &readOnly,
 		ownDefault: permission.Allow,
 		run: func(ctx context.Context, c native.Call) native.ToolResult {
-			return runScript(ctx, p.log, c.Input, p.scriptTimeout, sandboxTools, scripts)
+			return runScript(ctx, p.log, c.Input, &codemode.Options{Timeout: p.scriptTimeout, Limiter: limiter}, sandboxTools, scripts)
 		},
 	}
 	return []provider.Tool{
@@ -68,22 +68,23 @@ func codeModeTools(g *gate, p *plan, pool *mcp.Pool) []provider.Tool {
 }
 
 // runScript is one run_mcp_script call. The model's timeoutMs replaces the
-// default budget, up to codemode.MaxTimeout; the run's own deadline bounds
-// it all the same through ctx.
-func runScript(ctx context.Context, log *slog.Logger, input json.RawMessage, timeout time.Duration, tools []codemode.Tool, caller codemode.Caller) native.ToolResult {
+// default budget (opts.Timeout), up to codemode.MaxTimeout; the run's own
+// deadline bounds it all the same through ctx.
+func runScript(ctx context.Context, log *slog.Logger, input json.RawMessage, opts *codemode.Options, tools []codemode.Tool, caller codemode.Caller) native.ToolResult {
 	var in codemode.ScriptInput
 	if err := strictjson.Unmarshal(input, &in); err != nil || strings.TrimSpace(in.Script) == "" {
 		return native.TextResult(fmt.Sprintf(
 			"%s needs {\"script\": \"<JavaScript>\"}, with an optional integer timeoutMs; the arguments given were not that. Call list_mcp_tools for the functions a script can call.",
 			codemode.RunScriptName), true)
 	}
+	o := *opts
 	if in.TimeoutMs > 0 {
 		// Compared in milliseconds first: a huge timeoutMs must not
 		// overflow into a negative, or no, budget.
-		timeout = time.Duration(min(in.TimeoutMs, codemode.MaxTimeout.Milliseconds())) * time.Millisecond
+		o.Timeout = time.Duration(min(in.TimeoutMs, codemode.MaxTimeout.Milliseconds())) * time.Millisecond
 	}
 	start := time.Now()
-	out := codemode.Run(ctx, in.Script, tools, caller, &codemode.Options{Timeout: timeout})
+	out := codemode.Run(ctx, in.Script, tools, caller, &o)
 	log.InfoContext(ctx, "code mode script", "duration_ms", time.Since(start).Milliseconds(),
 		"failure", string(out.Failure), "logs", len(out.Logs))
 	b, err := json.Marshal(out)

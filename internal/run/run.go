@@ -50,9 +50,11 @@ import (
 	"time"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/codemode"
 	"github.com/runnel/runnel/internal/harness/native"
 	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/provider"
+	"github.com/runnel/runnel/internal/sandbox"
 	"github.com/runnel/runnel/internal/tools"
 )
 
@@ -127,6 +129,14 @@ type Options struct {
 	// MCPConnectTimeout bounds connecting to one MCP server and listing
 	// its tools (default mcp.DefaultConnectTimeout).
 	MCPConnectTimeout time.Duration
+	// Containment is how the processes a run's commands start are ended
+	// (sandbox.ProbeContainment, once per process); nil kills their
+	// process group only.
+	Containment *sandbox.Containment
+	// ScriptLimiter bounds, for the whole process, the code-mode scripts
+	// still running after their run gave up on them (codemode.Limiter);
+	// nil means no bound.
+	ScriptLimiter *codemode.Limiter
 }
 
 // Manager runs requests. It is safe for concurrent use; it holds no state

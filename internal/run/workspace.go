@@ -31,7 +31,9 @@ func (m *Manager) openWorkspace(p *plan) (*sandbox.Workspace, error) {
 	if !needsWorkspace(p) {
 		return nil, nil
 	}
-	ws, err := sandbox.NewWorkspace(m.opts.WorkspaceRoot, &sandbox.WorkspaceOptions{Keep: m.opts.KeepWorkspace})
+	ws, err := sandbox.NewWorkspace(m.opts.WorkspaceRoot, &sandbox.WorkspaceOptions{
+		Keep: m.opts.KeepWorkspace, Containment: m.opts.Containment,
+	})
 	if err != nil {
 		p.log.Error("workspace", "err", err)
 		return nil, &runnel.Error{Code: runnel.CodeInternal, Err: err}
@@ -71,7 +73,7 @@ func (m *Manager) gate(p *plan, ws *sandbox.Workspace, pool *mcp.Pool) (*gate, [
 	}
 	advert := append([]provider.Tool(nil), p.advert...)
 	advert = append(advert, mcpTools(g, pool)...)
-	advert = append(advert, codeModeTools(g, p, pool)...)
+	advert = append(advert, codeModeTools(g, p, pool, m.opts.ScriptLimiter)...)
 	if ws == nil || len(p.grants) == 0 {
 		return g, advert
 	}

@@ -25,10 +25,15 @@ func (s *Server) authed(h http.Handler) http.Handler {
 
 // tokenOK reports whether any presented token is the server's. Hashing both
 // sides makes the comparison constant-time and equal-length, so neither the
-// token's content nor its length leaks through timing.
+// token's content nor its length leaks through timing. A presented token
+// that is empty once trimmed ("Bearer \u00a0") is never compared: an
+// empty token is no token.
 func (s *Server) tokenOK(r *http.Request) bool {
 	match := 0
 	for _, t := range presentedTokens(r) {
+		if t == "" {
+			continue
+		}
 		h := sha256.Sum256([]byte(t))
 		match |= subtle.ConstantTimeCompare(h[:], s.tokenHash[:])
 	}

@@ -80,11 +80,25 @@ type Options struct {
 
 // Capabilities is the body of GET /v1/capabilities.
 type Capabilities struct {
-	Runner    string   `json:"runner"`
-	Protocol  int      `json:"protocol"`
-	Harnesses []string `json:"harnesses"`
-	Features  []string `json:"features"`
-	Limits    Limits   `json:"limits"`
+	Runner    string       `json:"runner"`
+	Protocol  int          `json:"protocol"`
+	Harnesses []string     `json:"harnesses"`
+	Features  []string     `json:"features"`
+	Limits    Limits       `json:"limits"`
+	Sandbox   *SandboxInfo `json:"sandbox,omitempty"`
+}
+
+// SandboxInfo says what this host's sandboxes guarantee, so an operator
+// can tell before trusting it with a tenant.
+type SandboxInfo struct {
+	Backends []string `json:"backends"`
+	// ProcessContainment is how the processes a command starts are ended
+	// (cgroup, subreaper, process-group) and Guarantee what that means.
+	ProcessContainment string `json:"processContainment"`
+	Guarantee          string `json:"guarantee"`
+	// LocalSeparation says whether a local run's processes can reach
+	// runnel's memory, and with it other runs' credentials.
+	LocalSeparation string `json:"localSeparation"`
 }
 
 // Limits are the server's limits as /v1/capabilities reports them. The run

@@ -182,6 +182,7 @@ func TestAuth(t *testing.T) {
 		{"basic scheme", []string{"Authorization", "Basic " + token}, http.StatusUnauthorized},
 		{"bare authorization", []string{"Authorization", token}, http.StatusUnauthorized},
 		{"empty runnel header", []string{"X-Runnel-Token", " "}, http.StatusUnauthorized},
+		{"a bearer of Unicode spaces", []string{"Authorization", "Bearer \u00a0\u2003"}, http.StatusUnauthorized},
 		{"bearer", []string{"Authorization", "Bearer " + token}, http.StatusOK},
 		{"bearer lower case", []string{"Authorization", "bearer " + token}, http.StatusOK},
 		{"x-runnel-token", []string{"X-Runnel-Token", token}, http.StatusOK},
@@ -207,6 +208,14 @@ func TestAuth(t *testing.T) {
 				t.Error("401 without WWW-Authenticate")
 			}
 		})
+	}
+	// A server given a blank token fails closed: a blank presented token
+	// trims to nothing and is never compared, so nothing matches.
+	blank := newTestServer(t, helloRunner(), &Options{Token: "\u00a0"})
+	for _, h := range [][]string{{"Authorization", "Bearer \u00a0"}, {"X-Runnel-Token", "\u00a0"}, {"Authorization", "Bearer "}} {
+		if resp, _ := do(t, blank, http.MethodPost, "/run", hiRequest, h...); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("blank token, %q: status %d, want 401", h, resp.StatusCode)
+		}
 	}
 	if strings.Contains(logs.String(), token[:10]) {
 		t.Error("the token appears in the logs")

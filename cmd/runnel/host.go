@@ -1,0 +1,79 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+
+	"github.com/runnel/runnel/internal/codemode"
+	"github.com/runnel/runnel/internal/sandbox"
+	"github.com/runnel/runnel/internal/server"
+)
+
+// host is what runnel sets up on the machine once per process, for every
+// run: how the processes of runs are ended, the start-up sweeps of what a
+// crashed runnel left behind, and the process-wide bound on abandoned
+// code-mode scripts.
+type host struct {
+	containment *sandbox.Containment
+	scripts     *codemode.Limiter
+	root        bool
+}
+
+// setUpHost probes process containment and sweeps what dead runnel
+// processes left: their cgroups first (a leftover process could hold a
+// workspace), then their workspaces, unless workspaces are kept on
+// purpose. Live replicas sharing the workspace root are never touched.
+func setUpHost(cfg *Config, log *slog.Logger) (*host, error) {
+	prefer := sandbox.Mechanism(cfg.Containment)
+	if cfg.Containment == "auto" {
+		prefer = ""
+	}
+	c, err := sandbox.ProbeContainment(&sandbox.ContainmentOptions{Prefer: prefer, CgroupParent: cfg.CgroupParent})
+	if err != nil {
+		return nil, fmt.Errorf("process containment: %w", err)
+	}
+	h := &host{containment: c, scripts: codemode.NewLimiter(0), root: os.Geteuid() == 0}
+	log.Info("process containment", slog.String("mechanism", string(c.Mechanism())), slog.String("detail", c.Detail()))
+	if n, err := c.SweepStaleCgroups(); err != nil || n > 0 {
+		log.Warn("swept the cgroups of dead runnel processes", slog.Int("removed", n), slog.Any("err", err))
+	}
+	if !cfg.KeepWorkspaces {
+		if n, err := sandbox.SweepWorkspaces(cfg.WorkspaceRoot); err != nil || n > 0 {
+			log.Warn("swept the workspaces of dead runnel processes", slog.Int("removed", n), slog.Any("err", err))
+		}
+	}
+	if h.root {
+		log.Warn("runnel runs as root: the processes a local run starts (bash) can read runnel's memory and so other runs' credentials; run runnel as an unprivileged user")
+	}
+	return h, nil
+}
+
+// close ends whatever the runs' commands left, once the runs are over.
+func (h *host) close(log *slog.Logger) {
+	if err := h.containment.Close(); err != nil {
+		log.Warn("process containment", slog.Any("err", err))
+	}
+}
+
+// sandboxInfo is what /v1/capabilities says about the local sandbox.
+func (h *host) sandboxInfo() *server.SandboxInfo {
+	separation := "runnel is not dumpable and runs as an unprivileged user: a local run's processes cannot read runnel's memory or environment, but they run as runnel's user and can read whatever that user can"
+	switch {
+	case runtime.GOOS != "linux":
+		separation = "none: a local run's processes run as runnel's user on this host"
+	case h.root:
+		separation = "none: runnel runs as root, so a local run's processes can read runnel's memory and other runs' credentials; run runnel as an unprivileged user"
+	}
+	return &server.SandboxInfo{
+		Backends:           []string{"local"},
+		ProcessContainment: string(h.containment.Mechanism()),
+		Guarantee:          h.containment.Guarantee(),
+		LocalSeparation:    separation,
+	}
+}
+
+// errNotDumpable wraps a failure to mark the process non-dumpable.
+var errNotDumpable = errors.New("cannot mark runnel non-dumpable")

@@ -340,13 +340,13 @@ func (cfg *Config) logger(w io.Writer) *slog.Logger {
 
 func (cfg *Config) runOptions(log *slog.Logger, h *host) *run.Options {
 	return &run.Options{
-		Logger:            log,
-		Containment:       h.containment,
-		ScriptLimiter:     h.scripts,
-		InteractionTTL:    cfg.InteractionTTL,
+		Logger:         log,
+		Containment:    h.containment,
+		ScriptLimiter:  h.scripts,
+		InteractionTTL: cfg.InteractionTTL,
 		// The server's own secrets are secrets of every run: a run's
 		// tools must not bring them into its events.
-		ServerSecrets: []string{cfg.Token, cfg.InteractionSecret},
+		ServerSecrets:     []string{cfg.Token, cfg.InteractionSecret},
 		MaxSteps:          cfg.MaxSteps,
 		TotalTimeout:      cfg.RunTimeout,
 		IdleTimeout:       cfg.IdleTimeout,

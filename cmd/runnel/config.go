@@ -28,6 +28,8 @@ type Config struct {
 	ConcurrencyLimit  int
 	MaxBodyBytes      int64
 	MaxSteps          int
+	MaxStepBytes      int64
+	MaxRunBytes       int64
 	RunTimeout        time.Duration
 	IdleTimeout       time.Duration
 	FirstTokenTimeout time.Duration
@@ -74,6 +76,8 @@ func settings() []struct {
 		{"listen", s{"shutdown-grace", "RUNNEL_SHUTDOWN_GRACE", "30s", "how long in-flight runs may finish after SIGTERM", "duration"}},
 		{"run", s{"max-body-bytes", "RUNNEL_MAX_BODY_BYTES", "8MiB", "largest request body (bytes, or with a KiB/MiB/GiB suffix)", "size"}},
 		{"run", s{"max-steps", "RUNNEL_MAX_STEPS", "50", "model steps per run", "number"}},
+		{"run", s{"max-step-bytes", "RUNNEL_MAX_STEP_BYTES", "8MiB", "most a model may stream in one step (text, reasoning, tool arguments)", "size"}},
+		{"run", s{"max-run-bytes", "RUNNEL_MAX_RUN_BYTES", "32MiB", "most a model may stream over a whole run", "size"}},
 		{"run", s{"run-timeout", "RUNNEL_RUN_TIMEOUT", "10m", "deadline of a whole run", "duration"}},
 		{"run", s{"idle-timeout", "RUNNEL_IDLE_TIMEOUT", "2m", "longest silence from the model within a step", "duration"}},
 		{"run", s{"first-token-timeout", "RUNNEL_FIRST_TOKEN_TIMEOUT", "2m", "longest wait for a step's first chunk", "duration"}},
@@ -271,6 +275,8 @@ func (c *config) load() (*Config, error) {
 	if c.groups["run"] {
 		cfg.MaxBodyBytes = c.bytes("max-body-bytes")
 		cfg.MaxSteps = int(c.int("max-steps", 1, 1<<20))
+		cfg.MaxStepBytes = c.bytes("max-step-bytes")
+		cfg.MaxRunBytes = c.bytes("max-run-bytes")
 		cfg.RunTimeout = c.duration("run-timeout")
 		cfg.IdleTimeout = c.duration("idle-timeout")
 		cfg.FirstTokenTimeout = c.duration("first-token-timeout")
@@ -348,6 +354,8 @@ func (cfg *Config) runOptions(log *slog.Logger, h *host) *run.Options {
 		// tools must not bring them into its events.
 		ServerSecrets:     []string{cfg.Token, cfg.InteractionSecret},
 		MaxSteps:          cfg.MaxSteps,
+		MaxStepBytes:      cfg.MaxStepBytes,
+		MaxRunBytes:       cfg.MaxRunBytes,
 		TotalTimeout:      cfg.RunTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		FirstTokenTimeout: cfg.FirstTokenTimeout,

@@ -1,6 +1,7 @@
 package llmtest
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -260,6 +261,10 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, events []sseEve
 		}
 	}
 	for i := 0; i <= len(events); i++ {
+		if i == at && f.Kind == FaultEndless {
+			ev := events[min(i, len(events)-1)]
+			h.endless(r.Context(), rc, func() (int, error) { return len(ev.data), writeEvent(w, ev) })
+		}
 		if i == at && f.Kind != FaultMalformed {
 			h.strike(r.Context(), f)
 		}
@@ -308,6 +313,12 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, body []byte, f
 		return
 	}
 	rc := http.NewResponseController(w)
+	if f.Kind == FaultEndless {
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(half)
+		pad := bytes.Repeat([]byte(" "), 64<<10)
+		h.endless(r.Context(), rc, func() (int, error) { return w.Write(pad) })
+	}
 	if f.FlushHeaders || f.AfterChunks > 0 {
 		w.WriteHeader(http.StatusOK)
 		if f.AfterChunks > 0 {
@@ -316,6 +327,30 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, body []byte, f
 		_ = rc.Flush()
 	}
 	h.strike(r.Context(), f)
+}
+
+// endlessLimit bounds an endless fault, so a client that never stops
+// reading cannot keep the server writing for ever either.
+const endlessLimit = 1 << 30
+
+// endless calls write again and again until the client goes away, the
+// server closes or endlessLimit bytes went out, then aborts the connection.
+func (h *Handler) endless(ctx context.Context, rc *http.ResponseController, write func() (int, error)) {
+	for sent := 0; sent < endlessLimit; {
+		select {
+		case <-ctx.Done():
+			panic(http.ErrAbortHandler)
+		case <-h.done:
+			panic(http.ErrAbortHandler)
+		default:
+		}
+		n, err := write()
+		if err != nil || rc.Flush() != nil {
+			panic(http.ErrAbortHandler)
+		}
+		sent += n
+	}
+	panic(http.ErrAbortHandler)
 }
 
 // strike applies a cut or a hang; both end by aborting the connection so the

@@ -33,6 +33,7 @@ const (
 	FaultCut       = "cut"
 	FaultMalformed = "malformed"
 	FaultHang      = "hang"
+	FaultEndless   = "endless"
 )
 
 // Script is the ordered list of rules a server answers with. The first rule
@@ -141,6 +142,10 @@ type Fault struct {
 	//              the fault on to the next event), then finish normally.
 	//   hang:      send AfterChunks events, then send nothing until the client
 	//              goes away or the server closes; the connection is then aborted.
+	//   endless:   send AfterChunks events, then repeat the next one (point it
+	//              at a text delta) until the client goes away, the server
+	//              closes or 1 GiB went out: a model that never stops talking.
+	//              A non-streaming reply sends half its body, then whitespace.
 	Kind string `json:"kind"`
 	// Status is the HTTP status for "status" (e.g. 429, 500, 503).
 	Status int `json:"status,omitempty"`
@@ -195,9 +200,9 @@ func (r Rule) validate() error {
 			if f.Status < 400 || f.Status > 599 {
 				return fmt.Errorf("fault.status %d: want an HTTP error status (400-599)", f.Status)
 			}
-		case FaultCut, FaultMalformed, FaultHang:
+		case FaultCut, FaultMalformed, FaultHang, FaultEndless:
 		default:
-			return fmt.Errorf("fault.kind %q: want status, cut, malformed or hang", f.Kind)
+			return fmt.Errorf("fault.kind %q: want status, cut, malformed, hang or endless", f.Kind)
 		}
 		if f.AfterChunks < 0 || f.Times < 0 {
 			return errors.New("fault: afterChunks and times must not be negative")

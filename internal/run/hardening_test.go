@@ -270,3 +270,40 @@ func resultOf(t *testing.T, res *runnel.Result, id string) runnel.Block {
 	t.Fatalf("no result for %s in %+v", id, res.Messages)
 	return runnel.Block{}
 }
+
+// TestEndlessAnswerIsCapped: a model that never stops talking fails its
+// run at the cap, with a sentence that names the setting, instead of
+// growing memory until the run's deadline.
+func TestEndlessAnswerIsCapped(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"one step", Options{MaxStepBytes: 1 << 20}, "went past 1 MiB, the most one step may stream"},
+		{"the run", Options{MaxRunBytes: 1 << 20}, "went past 1 MiB, the most one run may stream"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			llm := llmtest.NewServer(llmtest.Script{Rules: []llmtest.Rule{{
+				Reply: llmtest.Reply{Text: strings.Repeat("All work and no play. ", 40)},
+				Fault: &llmtest.Fault{Kind: llmtest.FaultEndless, AfterChunks: 1},
+			}}})
+			defer llm.Close()
+			rec := &recorder{}
+			res, err := overHTTP(t, NewManager(&tt.opts)).Run(context.Background(), baseRequest(llm, APIOpenAIChat, "Talk"), rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != runnel.StatusFailed || res.ErrorCode != runnel.CodeProviderError || !strings.Contains(res.Error, tt.want) {
+				t.Fatalf("status %q code %q error %q, want a provider_error saying it %s", res.Status, res.ErrorCode, res.Error, tt.want)
+			}
+			var streamed int
+			for _, e := range rec.events {
+				streamed += len(e.Delta)
+			}
+			if streamed > 1<<20 {
+				t.Errorf("%d bytes of text were streamed, more than the 1 MiB cap", streamed)
+			}
+		})
+	}
+}

@@ -81,6 +81,11 @@ type Options struct {
 	IdleTimeout time.Duration
 	// FirstTokenTimeout caps the wait for a step's first chunk (default 2m).
 	FirstTokenTimeout time.Duration
+	// MaxStepBytes and MaxRunBytes cap what a model may stream in one step
+	// and in one run (defaults native.DefaultMaxStepBytes and
+	// native.DefaultMaxRunBytes); past either the run fails.
+	MaxStepBytes int64
+	MaxRunBytes  int64
 	// ToolTimeout is a callback tool's timeout when its spec sets none (default 30s).
 	ToolTimeout time.Duration
 	// ProviderAttempts is the total tries of a model call (default 3).
@@ -249,16 +254,18 @@ func (m *Manager) Run(ctx context.Context, req *runnel.RunRequest, sink runnel.S
 		sink.Emit(runnel.Event{Type: runnel.EventNotice, Text: n})
 	}
 	out, runErr := native.Run(rctx, &native.Turn{
-		Model:      model,
-		ModelID:    p.model.id,
-		System:     p.prompt.System,
-		Messages:   p.prompt.Messages,
-		Tools:      advert,
-		Dispatcher: g,
-		Parked:     p.resume.parked,
-		MaxSteps:   p.maxSteps,
-		Parallel:   m.opts.ToolParallel,
-		Logger:     log,
+		Model:        model,
+		ModelID:      p.model.id,
+		System:       p.prompt.System,
+		Messages:     p.prompt.Messages,
+		Tools:        advert,
+		Dispatcher:   g,
+		Parked:       p.resume.parked,
+		MaxSteps:     p.maxSteps,
+		MaxStepBytes: m.opts.MaxStepBytes,
+		MaxRunBytes:  m.opts.MaxRunBytes,
+		Parallel:     m.opts.ToolParallel,
+		Logger:       log,
 	}, sink)
 	res := m.result(ctx, rctx, p, out, runErr)
 	if runErr != nil {

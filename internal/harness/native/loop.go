@@ -18,6 +18,19 @@ const (
 	defaultParallel = 4
 )
 
+// The defaults of Turn.MaxStepBytes and Turn.MaxRunBytes: far above any
+// real answer (a 128k-token answer is about half a megabyte), far below
+// what would hurt the process.
+const (
+	DefaultMaxStepBytes = 8 << 20
+	DefaultMaxRunBytes  = 32 << 20
+)
+
+// chunkOverhead is what each chunk counts on top of its text, so a stream
+// of empty chunks (or of tool calls without arguments, each of which an
+// adapter keeps) is bounded too.
+const chunkOverhead = 64
+
 // phase is where the loop is. Each phase method does its work and names
 // the phase that follows, so the whole control flow reads in Run's switch.
 type phase int
@@ -42,6 +55,8 @@ type state struct {
 	out     Outcome
 	// calls are the tool_call blocks of the last model step.
 	calls []runnel.Block
+	// streamed counts what the model has streamed in this run.
+	streamed int64
 }
 
 // Run drives the loop until the model ends its turn, the step limit is
@@ -106,8 +121,13 @@ func (s *state) callModel(ctx context.Context) (phase, error) {
 		MaxTokens: s.turn.MaxTokens,
 	}
 	parts := &partStream{sink: s.sink, step: step}
-	resp, err := s.turn.Model.Stream(ctx, req, parts.emit)
+	sctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	resp, err := s.turn.Model.Stream(sctx, req, s.capped(step, stop, parts.emit))
 	parts.close()
+	if err != nil && sctx.Err() != nil && ctx.Err() == nil {
+		err = context.Cause(sctx) // a cap stopped the step; say so, not "context canceled"
+	}
 	if err != nil {
 		return phaseFinish, err
 	}
@@ -158,6 +178,49 @@ func (s *state) callModel(ctx context.Context) (phase, error) {
 		return phaseFinish, nil
 	}
 	return phaseRunTools, nil
+}
+
+// capped counts every chunk of a step against the step's and the run's
+// caps and passes it on; past either it stops the step (stop's cause is
+// what the model call then fails with) and drops what still comes.
+func (s *state) capped(step int, stop context.CancelCauseFunc, emit func(provider.Chunk)) func(provider.Chunk) {
+	maxStep, maxRun := s.turn.MaxStepBytes, s.turn.MaxRunBytes
+	if maxStep <= 0 {
+		maxStep = DefaultMaxStepBytes
+	}
+	if maxRun <= 0 {
+		maxRun = DefaultMaxRunBytes
+	}
+	var inStep int64
+	over := false
+	return func(c provider.Chunk) {
+		if over {
+			return
+		}
+		n := int64(len(c.Text)+len(c.ToolCallID)+len(c.ToolName)) + chunkOverhead
+		inStep += n
+		s.streamed += n
+		switch {
+		case inStep > maxStep:
+			over = true
+			stop(runnel.Errorf(runnel.CodeProviderError,
+				"The model's answer in step %d went past %s, the most one step may stream; the run was stopped. If answers this long are expected, raise the limit on the server (RUNNEL_MAX_STEP_BYTES).", step, byteCount(maxStep)))
+		case s.streamed > maxRun:
+			over = true
+			stop(runnel.Errorf(runnel.CodeProviderError,
+				"The model's answers in this run went past %s, the most one run may stream; the run was stopped. If runs this long are expected, raise the limit on the server (RUNNEL_MAX_RUN_BYTES).", byteCount(maxRun)))
+		default:
+			emit(c)
+		}
+	}
+}
+
+// byteCount writes a size the way people configure it.
+func byteCount(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // endReason is the stop reason of a turn the model ended itself. A normal

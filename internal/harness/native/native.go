@@ -145,6 +145,13 @@ type Turn struct {
 	MaxSteps int
 	// MaxTokens caps one model answer (0: the adapter's default).
 	MaxTokens int
+	// MaxStepBytes and MaxRunBytes cap what the model may stream, in one
+	// step and over the whole run: text, reasoning and tool arguments
+	// (defaults DefaultMaxStepBytes, DefaultMaxRunBytes). A model that
+	// goes past either fails the run: without a cap, a provider that
+	// streams without end grows memory until the run's deadline.
+	MaxStepBytes int64
+	MaxRunBytes  int64
 	// Parallel caps the tool calls of one step that run at once (default 4).
 	Parallel int
 	// Logger receives debug logs; nil discards them.

@@ -35,6 +35,7 @@ type Config struct {
 	FirstTokenTimeout time.Duration
 	ToolTimeout       time.Duration
 	ShutdownGrace     time.Duration
+	WriteTimeout      time.Duration
 	WorkspaceRoot     string
 	KeepWorkspaces    bool
 	MCPHostAllowlist  []string
@@ -74,6 +75,7 @@ func settings() []struct {
 		{"listen", s{"token-file", "RUNNEL_TOKEN_FILE", "", "file holding the bearer token (or set RUNNEL_TOKEN)", "file"}},
 		{"listen", s{"concurrency-limit", "RUNNEL_CONCURRENCY_LIMIT", "64", "concurrent runs before answering 429", "number"}},
 		{"listen", s{"shutdown-grace", "RUNNEL_SHUTDOWN_GRACE", "30s", "how long in-flight runs may finish after SIGTERM", "duration"}},
+		{"listen", s{"write-timeout", "RUNNEL_WRITE_TIMEOUT", "30s", "longest a write to a client may block; a client that stops reading is treated as gone", "duration"}},
 		{"run", s{"max-body-bytes", "RUNNEL_MAX_BODY_BYTES", "8MiB", "largest request body (bytes, or with a KiB/MiB/GiB suffix)", "size"}},
 		{"run", s{"max-steps", "RUNNEL_MAX_STEPS", "50", "model steps per run", "number"}},
 		{"run", s{"max-step-bytes", "RUNNEL_MAX_STEP_BYTES", "8MiB", "most a model may stream in one step (text, reasoning, tool arguments)", "size"}},
@@ -271,6 +273,7 @@ func (c *config) load() (*Config, error) {
 		cfg.Token = c.token()
 		cfg.ConcurrencyLimit = int(c.int("concurrency-limit", 1, 1<<20))
 		cfg.ShutdownGrace = c.duration("shutdown-grace")
+		cfg.WriteTimeout = c.duration("write-timeout")
 	}
 	if c.groups["run"] {
 		cfg.MaxBodyBytes = c.bytes("max-body-bytes")
@@ -382,6 +385,7 @@ func (cfg *Config) serverOptions(log *slog.Logger, harnesses []string, h *host) 
 		MaxBodyBytes:     cfg.MaxBodyBytes,
 		ConcurrencyLimit: cfg.ConcurrencyLimit,
 		ShutdownGrace:    cfg.ShutdownGrace,
+		WriteTimeout:     cfg.WriteTimeout,
 		Version:          version,
 		Harnesses:        harnesses,
 		Features:         features,

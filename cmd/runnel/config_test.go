@@ -32,7 +32,8 @@ func defaults() Config {
 	return Config{Host: "127.0.0.1", Port: 8765, ConcurrencyLimit: 64, MaxBodyBytes: 8 << 20, MaxSteps: 50,
 		RunTimeout: 10 * time.Minute, IdleTimeout: 2 * time.Minute, FirstTokenTimeout: 2 * time.Minute,
 		ToolTimeout: 30 * time.Second, ShutdownGrace: 30 * time.Second, LogLevel: slog.LevelInfo, LogFormat: "json",
-		Containment: "auto", InteractionTTL: 24 * time.Hour, MaxStepBytes: 8 << 20, MaxRunBytes: 32 << 20}
+		Containment: "auto", InteractionTTL: 24 * time.Hour, MaxStepBytes: 8 << 20, MaxRunBytes: 32 << 20,
+		WriteTimeout: 30 * time.Second}
 }
 
 func TestConfig(t *testing.T) {
@@ -67,7 +68,7 @@ func TestConfig(t *testing.T) {
 				MaxSteps: 7, RunTimeout: time.Hour, IdleTimeout: 45 * time.Second, FirstTokenTimeout: 20 * time.Second,
 				ToolTimeout: 90 * time.Second, ShutdownGrace: 5 * time.Second, LogLevel: slog.LevelDebug, LogFormat: "text",
 				Containment: "subreaper", CgroupParent: "/sys/fs/cgroup/runnel", InteractionTTL: 2 * time.Hour,
-				MaxStepBytes: 8 << 20, MaxRunBytes: 32 << 20}},
+				MaxStepBytes: 8 << 20, MaxRunBytes: 32 << 20, WriteTimeout: 30 * time.Second}},
 		{name: "a flag wins over its variable", args: []string{"--port", "0", "--log-level", "warn"},
 			env:  map[string]string{"RUNNEL_PORT": "9000", "RUNNEL_LOG_LEVEL": "debug"},
 			want: with(func(c *Config) { c.Port, c.LogLevel = 0, slog.LevelWarn })},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"path"
 	"slices"
 	"strings"
@@ -257,12 +258,22 @@ func (m *Manager) checkLimits(p *plan) error {
 		p.maxSteps = min(p.maxSteps, l.MaxSteps)
 	}
 	if l.TotalTimeoutMs > 0 {
-		p.total = min(p.total, time.Duration(l.TotalTimeoutMs)*time.Millisecond)
+		p.total = min(p.total, milliseconds(l.TotalTimeoutMs))
 	}
 	if l.IdleTimeoutMs > 0 {
-		p.idle = min(p.idle, time.Duration(l.IdleTimeoutMs)*time.Millisecond)
+		p.idle = min(p.idle, milliseconds(l.IdleTimeoutMs))
 	}
 	return nil
+}
+
+// milliseconds is ms as a Duration, saturating instead of overflowing: a
+// request's huge timeout must not wrap into a negative one, which would
+// end the run at once or, for the idle timeout, switch it off.
+func milliseconds(ms int64) time.Duration {
+	if ms > math.MaxInt64/int64(time.Millisecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // planTools builds the tool registry, what the permission gate knows of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -200,6 +201,9 @@ func TestLimits(t *testing.T) {
 		{"server defaults", nil, 10, "10m0s", 120000},
 		{"request lowers", &runnel.Limits{MaxSteps: 3, TotalTimeoutMs: 5000, IdleTimeoutMs: 1000}, 3, "5s", 1000},
 		{"request cannot raise", &runnel.Limits{MaxSteps: 99, TotalTimeoutMs: 3_600_000, IdleTimeoutMs: 999_999}, 10, "10m0s", 120000},
+		// Near 2^63 ms a Duration overflows; the old code then ended the
+		// run at once, or switched the idle timeout off.
+		{"request near the int64 limit cannot overflow", &runnel.Limits{TotalTimeoutMs: math.MaxInt64, IdleTimeoutMs: math.MaxInt64 / 1000}, 10, "10m0s", 120000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,10 +31,16 @@ type Record struct {
 // after which further events are dropped. It is safe for concurrent use:
 // events and keep-alives share one locked path, so lines never interleave.
 type NDJSONWriter struct {
-	mu      sync.Mutex
-	w       io.Writer
-	flush   func() error
-	start   func(status int) // called once, before the first byte
+	mu    sync.Mutex
+	w     io.Writer
+	flush func() error
+	start func(status int) // called once, before the first byte
+	// deadline, when set, is called before every write: a line that cannot
+	// be written before it fails the stream instead of blocking the run.
+	deadline func() error
+	// gone, when set, is called once when a write fails: the client is
+	// gone, or stopped reading, and the run should stop.
+	gone func(error)
 	started bool
 	closed  bool
 	broken  bool      // the destination failed; nothing more is written
@@ -118,7 +124,15 @@ func (n *NDJSONWriter) writeLocked(line []byte, status int) {
 		}
 	}
 	n.last = time.Now()
-	_, err := n.w.Write(line)
+	var err error
+	if n.deadline != nil {
+		if err = n.deadline(); errors.Is(err, http.ErrNotSupported) {
+			err = nil
+		}
+	}
+	if err == nil {
+		_, err = n.w.Write(line)
+	}
 	if err == nil && n.flush != nil {
 		if err = n.flush(); errors.Is(err, http.ErrNotSupported) {
 			err = nil
@@ -127,6 +141,9 @@ func (n *NDJSONWriter) writeLocked(line []byte, status int) {
 	if err != nil {
 		n.broken = true
 		n.fail(fmt.Errorf("writing the stream: %w", err))
+		if n.gone != nil {
+			n.gone(err)
+		}
 	}
 }
 

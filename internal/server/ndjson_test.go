@@ -9,8 +9,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -401,4 +403,64 @@ func TestSlowBodyIsRefused(t *testing.T) {
 		got.Error != "the request body did not arrive within 1ns; send the whole body at once" {
 		t.Errorf("status %d: %s", resp.StatusCode, body)
 	}
+}
+
+// slowClient sends one request on a raw connection with a tiny receive
+// buffer and then reads nothing, as a client that stopped reading does.
+// The connection is closed when the test ends.
+func slowClient(t *testing.T, addr, accept string) {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "POST /run HTTP/1.1\r\nHost: runnel\r\nAccept: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		accept, len(hiRequest), hiRequest)
+}
+
+// TestClientThatStopsReadingIsGone: every write has a deadline, so a
+// client that stops reading its stream is treated as gone and its run is
+// cancelled, instead of holding the run (and its deadline, which cannot
+// fire while the sink blocks) for ever.
+func TestClientThatStopsReadingIsGone(t *testing.T) {
+	cause := make(chan error, 1)
+	chunk := strings.Repeat("x", 64<<10)
+	srv := New(runnerFunc(func(ctx context.Context, _ *runnel.RunRequest, sink runnel.Sink) (*runnel.Result, error) {
+		sink.Emit(runnel.Event{Type: runnel.EventMessageStart, ID: "m"})
+		for ctx.Err() == nil {
+			sink.Emit(runnel.Event{Type: runnel.EventMessageDelta, ID: "m", Delta: chunk})
+		}
+		cause <- context.Cause(ctx)
+		return &runnel.Result{Status: runnel.StatusCancelled, ErrorCode: runnel.CodeCancelled}, nil
+	}), &Options{WriteTimeout: 100 * time.Millisecond})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	slowClient(t, ts.Listener.Addr().String(), "application/x-ndjson")
+	// Which cause wins depends on who notices first: the failed write
+	// (errClientGone) or net/http closing the broken connection, which
+	// cancels the request's context. Either way the run ends.
+	if err := recv(t, cause, "the run to be cancelled"); !errors.Is(err, errClientGone) && !errors.Is(err, context.Canceled) {
+		t.Errorf("the run ended because of %v, want the client gone", err)
+	}
+}
+
+// TestOneShotAnswerToAClientThatDoesNotRead: the one JSON answer is
+// written under the deadline too, so the handler ends.
+func TestOneShotAnswerToAClientThatDoesNotRead(t *testing.T) {
+	huge := strings.Repeat("y", 32<<20)
+	srv := New(runnerFunc(func(context.Context, *runnel.RunRequest, runnel.Sink) (*runnel.Result, error) {
+		return &runnel.Result{OK: true, Status: runnel.StatusCompleted, Output: huge}, nil
+	}), &Options{WriteTimeout: 100 * time.Millisecond})
+	done := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(done)
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	slowClient(t, ts.Listener.Addr().String(), "application/json")
+	recv(t, done, "the handler to give up on the client")
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,9 +14,28 @@ import (
 	"github.com/runnel/runnel"
 )
 
-// handleRun serves POST /run and POST /stream: a capacity slot, the body,
-// then one run answered as one JSON result or as NDJSON.
+// handleRun serves POST /run and POST /stream: the body, then a capacity
+// slot, then one run answered as one JSON result or as NDJSON.
+//
+// The body is read before a run slot is taken, so clients that upload
+// slowly hold no run slot: they hold one of the readers (twice as many as
+// run slots, which bounds the memory bodies take), for at most the body
+// timeout.
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
+	select {
+	case s.readers <- struct{}{}:
+	default:
+		s.writeError(w, r, &runnel.Error{Code: runnel.CodeAtCapacity, Message: fmt.Sprintf(
+			"runnel is reading %d request bodies already; retry shortly, or raise RUNNEL_CONCURRENCY_LIMIT on the server",
+			cap(s.readers))})
+		return
+	}
+	req, err := s.readRequest(w, r)
+	<-s.readers
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	select {
 	case s.slots <- struct{}{}:
 		defer func() { <-s.slots }()
@@ -23,11 +43,6 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &runnel.Error{Code: runnel.CodeAtCapacity, Message: fmt.Sprintf(
 			"runnel is running its limit of %d concurrent runs; retry shortly, or raise RUNNEL_CONCURRENCY_LIMIT on the server",
 			s.opts.ConcurrencyLimit)})
-		return
-	}
-	req, err := s.readRequest(w, r)
-	if err != nil {
-		s.writeError(w, r, err)
 		return
 	}
 	if wantsNDJSON(r) {
@@ -72,10 +87,11 @@ func wantsNDJSON(r *http.Request) bool {
 	return false
 }
 
-// run calls the Runner on the request's context, so a client that goes
-// away (or a server that gives up draining) cancels the run.
-func (s *Server) run(r *http.Request, req *runnel.RunRequest, sink runnel.Sink) (*runnel.Result, error) {
-	res, err := s.runner.Run(r.Context(), req, sink)
+// run calls the Runner on ctx, the request's context or one derived from
+// it, so a client that goes away (or a server that gives up draining)
+// cancels the run.
+func (s *Server) run(ctx context.Context, req *runnel.RunRequest, sink runnel.Sink) (*runnel.Result, error) {
+	res, err := s.runner.Run(ctx, req, sink)
 	if err == nil && res == nil {
 		err = runnel.Errorf(runnel.CodeInternal, "runner returned neither a result nor an error")
 	}
@@ -84,7 +100,7 @@ func (s *Server) run(r *http.Request, req *runnel.RunRequest, sink runnel.Sink) 
 
 func (s *Server) oneShot(w http.ResponseWriter, r *http.Request, req *runnel.RunRequest) {
 	var events Collector
-	res, err := s.run(r, req, &events)
+	res, err := s.run(r.Context(), req, &events)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -100,7 +116,15 @@ func (s *Server) oneShot(w http.ResponseWriter, r *http.Request, req *runnel.Run
 // the run is under way, and proxies must see bytes.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *runnel.RunRequest) {
 	id := requestIDOf(r)
-	nw := NewNDJSONWriter(w, http.NewResponseController(w).Flush)
+	rc := http.NewResponseController(w)
+	nw := NewNDJSONWriter(w, rc.Flush)
+	// A client that stops reading fills the socket and a write blocks;
+	// past the write timeout it counts as gone, and its run is cancelled
+	// like a disconnected one's, instead of waiting on it for ever.
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	nw.deadline = func() error { return rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout)) }
+	nw.gone = func(err error) { cancel(fmt.Errorf("%w: %w", errClientGone, err)) }
 	nw.start = func(status int) {
 		h := w.Header()
 		h.Set("Content-Type", "application/x-ndjson")
@@ -110,7 +134,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *runnel.RunR
 	}
 	stopKeepAlive := nw.keepAlive(s.opts.KeepAlive)
 	defer stopKeepAlive() // also on a panic, so nothing writes after the handler
-	res, err := s.run(r, req, nw)
+	res, err := s.run(ctx, req, nw)
 	stopKeepAlive()
 	if err != nil {
 		if !nw.Started() {
@@ -129,5 +153,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *runnel.RunR
 	// status then says how, as in one-shot mode.
 	if err := nw.writeResult(res, StatusOf(res)); err != nil {
 		s.log.DebugContext(r.Context(), "stream not fully delivered", slog.String("requestId", id), slog.Any("err", err))
+		return
 	}
+	_ = rc.SetWriteDeadline(time.Time{}) // the connection may serve another request
 }
+
+// errClientGone is the cause of a run cancelled because its client stopped
+// reading its stream.
+var errClientGone = errors.New("the client stopped reading the stream")

@@ -19,6 +19,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -42,6 +43,7 @@ const (
 	DefaultKeepAlive        = 15 * time.Second
 	DefaultBodyTimeout      = time.Minute
 	DefaultShutdownGrace    = 30 * time.Second
+	DefaultWriteTimeout     = 30 * time.Second
 )
 
 // Protocol is the version of the /run wire contract reported by /health.
@@ -66,6 +68,9 @@ type Options struct {
 	// ShutdownGrace is how long Serve lets in-flight runs finish after its
 	// context is done before cancelling them (default 30s).
 	ShutdownGrace time.Duration
+	// WriteTimeout bounds every write of an answer (default 30s): a client
+	// that stops reading is treated as gone, and its run is cancelled.
+	WriteTimeout time.Duration
 	// Version is the runner version reported by /health and /v1/capabilities.
 	Version string
 	// Harnesses and Features are reported by /health and /v1/capabilities.
@@ -120,6 +125,7 @@ type Server struct {
 	log       *slog.Logger
 	tokenHash [sha256.Size]byte
 	slots     chan struct{} // one token per running run
+	readers   chan struct{} // one token per request body being read
 	mux       *http.ServeMux
 	inflight  tracker
 }
@@ -149,6 +155,9 @@ func New(runner Runner, opts *Options) *Server {
 	if o.ShutdownGrace <= 0 {
 		o.ShutdownGrace = DefaultShutdownGrace
 	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
 	s.log = o.Logger
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -157,6 +166,7 @@ func New(runner Runner, opts *Options) *Server {
 	// length of the presented token.
 	s.tokenHash = sha256.Sum256([]byte(o.Token))
 	s.slots = make(chan struct{}, o.ConcurrencyLimit)
+	s.readers = make(chan struct{}, 2*o.ConcurrencyLimit)
 	s.mux = http.NewServeMux()
 	s.route(http.MethodGet, "/health", http.HandlerFunc(s.health))
 	s.route(http.MethodGet, "/v1/capabilities", s.authed(http.HandlerFunc(s.capabilities)))
@@ -309,6 +319,16 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 		body, _ = json.Marshal(res) // a plain error result always encodes
 	}
 	w.Header().Set("Content-Type", "application/json")
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout)) // a client that never reads must not hold the handler
 	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
+	_, err = w.Write(append(body, '\n'))
+	if err == nil {
+		err = rc.Flush()
+	}
+	// The deadline stays on the connection: lift it for the next request
+	// on it, but only once everything is out.
+	if err == nil || errors.Is(err, http.ErrNotSupported) {
+		_ = rc.SetWriteDeadline(time.Time{})
+	}
 }

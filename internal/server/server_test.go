@@ -5,10 +5,13 @@ import (
 	stdcmp "cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -426,5 +429,28 @@ func TestAtCapacity(t *testing.T) {
 	close(release)
 	if got := recv(t, first, "the first run"); got != http.StatusOK {
 		t.Errorf("first run: status %d, want 200", got)
+	}
+}
+
+// TestSlowUploadHoldsNoRunSlot: a client that sends its body slowly holds
+// no run slot, so with one slot another client still runs.
+func TestSlowUploadHoldsNoRunSlot(t *testing.T) {
+	ts := newTestServer(t, helloRunner(), &Options{ConcurrencyLimit: 1})
+	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Headers and half a body; the rest never comes (until the test ends).
+	fmt.Fprintf(conn, "POST /run HTTP/1.1\r\nHost: runnel\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		len(hiRequest), hiRequest[:len(hiRequest)/2])
+	// The server reads the headers before the handler runs; wait until
+	// this request is in flight, so the next one comes after it.
+	for srv := ts.Config.Handler.(*Server); srv.inflight.count() == 0; {
+		runtime.Gosched()
+	}
+	resp, body := do(t, ts, http.MethodPost, "/run", hiRequest)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d while another client uploads slowly, want 200: %s", resp.StatusCode, body)
 	}
 }

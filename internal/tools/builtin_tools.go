@@ -123,6 +123,10 @@ func decodeBuiltinArgs(tool string, input json.RawMessage, v any) (Result, bool)
 	if err == nil {
 		return Result{}, true
 	}
+	var strict *strictjson.Error
+	if errors.As(err, &strict) && !strict.Syntax {
+		return toolErrorf("Tool '%s' arguments are ambiguous: the object %s. Retry the tool call with each argument named once.", tool, err), false
+	}
 	var fe *flexError
 	if errors.As(err, &fe) {
 		return toolErrorf("Tool '%s' argument must be a number, not %s. Retry the tool call with a corrected value.", tool, fe.raw), false

@@ -25,6 +25,9 @@ func direct(name string, call *runnel.DirectCall) runnel.ToolSpec {
 type apiRequest struct {
 	Method, URI, Authorization, ContentType string
 	Body                                    string
+	// IdempotencyKey is the tool call id, so a platform can refuse a
+	// replayed call.
+	IdempotencyKey string
 }
 
 // platformAPI is a real platform API mounted at /api: it records every
@@ -42,7 +45,7 @@ func newPlatformAPI(t *testing.T, reply func(w http.ResponseWriter, r *http.Requ
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		p.mu.Lock()
-		p.got = append(p.got, apiRequest{r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), r.Header.Get("Content-Type"), string(body)})
+		p.got = append(p.got, apiRequest{r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), r.Header.Get("Content-Type"), string(body), r.Header.Get("Idempotency-Key")})
 		p.hits++
 		p.mu.Unlock()
 		reply(w, r)
@@ -79,27 +82,27 @@ func TestDirectCallRequests(t *testing.T) {
 				Context: map[string]string{"references.workflow_revision.id": "$ctx.workflow.revision"}},
 			nil, `{"q":"hi","n":1.50}`,
 			apiRequest{"POST", "/api/workflows/invoke", "Bearer t", "application/json",
-				`{"data":{"inputs":{"n":1.50,"q":"hi"},"mode":"sync"},"references":{"workflow":{"slug":"fixed"},"workflow_revision":{"id":"rev_9"}}}`}},
+				`{"data":{"inputs":{"n":1.50,"q":"hi"},"mode":"sync"},"references":{"workflow":{"slug":"fixed"},"workflow_revision":{"id":"rev_9"}}}`, ""}},
 		{"arguments as the body; the static body wins a conflict",
 			runnel.DirectCall{Method: "put", Path: "/api/items", Body: json.RawMessage(`{"owner":"platform"}`)},
 			nil, `{"owner":"model","name":"x"}`,
-			apiRequest{"PUT", "/api/items", "Bearer t", "application/json", `{"name":"x","owner":"platform"}`}},
+			apiRequest{"PUT", "/api/items", "Bearer t", "application/json", `{"name":"x","owner":"platform"}`, ""}},
 		{"a context value overrides the model",
 			runnel.DirectCall{Method: "POST", Path: "/api/items", Context: map[string]string{"project": "$ctx.project"}},
 			nil, `{"project":"someone-else","name":"x"}`,
-			apiRequest{"POST", "/api/items", "Bearer t", "application/json", `{"name":"x","project":"p1"}`}},
+			apiRequest{"POST", "/api/items", "Bearer t", "application/json", `{"name":"x","project":"p1"}`, ""}},
 		{"path parameters come from the body and leave it",
 			runnel.DirectCall{Method: "POST", Path: "/api/schedules/{id}/stop?force=true", Body: json.RawMessage(`{"reason":"asked"}`)},
 			nil, `{"id":"sch 1/2"}`,
-			apiRequest{"POST", "/api/schedules/sch%201%2F2/stop?force=true", "Bearer t", "application/json", `{"reason":"asked"}`}},
+			apiRequest{"POST", "/api/schedules/sch%201%2F2/stop?force=true", "Bearer t", "application/json", `{"reason":"asked"}`, ""}},
 		{"a nested path parameter, GET sends no body",
 			runnel.DirectCall{Method: "GET", Path: "/api/traces/{trace.id}", ArgsInto: "trace"},
 			nil, `{"id":42}`,
-			apiRequest{"GET", "/api/traces/42", "Bearer t", "", ""}},
+			apiRequest{"GET", "/api/traces/42", "Bearer t", "", "", ""}},
 		{"contextBindings apply to the arguments first",
 			runnel.DirectCall{Method: "DELETE", Path: "/api/projects/{project}"},
 			map[string]string{"project": "$ctx.project"}, `{"project":"other"}`,
-			apiRequest{"DELETE", "/api/projects/p1", "Bearer t", "", ""}},
+			apiRequest{"DELETE", "/api/projects/p1", "Bearer t", "", "", ""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,7 +114,9 @@ func TestDirectCallRequests(t *testing.T) {
 			if diff := cmp.Diff(Result{Output: json.RawMessage(`{"ok":true}`)}, got); diff != "" {
 				t.Errorf("result (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff([]apiRequest{tt.want}, api.requests()); diff != "" {
+			want := tt.want
+			want.IdempotencyKey = "c1" // the call id, the same on every replay of the call
+			if diff := cmp.Diff([]apiRequest{want}, api.requests()); diff != "" {
 				t.Errorf("request (-want +got):\n%s", diff)
 			}
 		})

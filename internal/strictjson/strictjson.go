@@ -194,3 +194,28 @@ func readError(err error) *Error {
 	}
 	return e
 }
+
+// CheckNames reports a member of the object data whose name differs from
+// one of names only in case ({"Command": …} where the schema says
+// command), or nil. Exact matching reads no command there, a reader that
+// ignores case does: a tool's arguments are checked against the names its
+// schema declares, so the permission gate and whoever executes the call
+// (runnel, or a platform decoding it its own way) read the same members.
+// data must be an object that Check accepts; anything else passes.
+func CheckNames(data []byte, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	var members map[string]jsontext.Value
+	if jsonv2.Unmarshal(data, &members) != nil {
+		return nil
+	}
+	for name := range members {
+		for _, n := range names {
+			if name != n && strings.EqualFold(name, n) {
+				return &Error{Problem: fmt.Sprintf("has the member %q where the schema names %q (names are case-sensitive)", name, n), Names: true}
+			}
+		}
+	}
+	return nil
+}

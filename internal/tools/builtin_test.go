@@ -21,7 +21,7 @@ type builtinEnv struct {
 	tools map[string]BuiltinTool
 }
 
-func newBuiltinEnv(t *testing.T, opts *BuiltinOptions) *builtinEnv {
+func newBuiltinEnv(t testing.TB, opts *BuiltinOptions) *builtinEnv {
 	t.Helper()
 	ws, err := sandbox.NewWorkspace(t.TempDir(), nil)
 	if err != nil {

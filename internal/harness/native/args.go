@@ -37,6 +37,9 @@ func checkArgs(name string, raw json.RawMessage, schema json.RawMessage) (json.R
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return nil, fmt.Sprintf("Tool '%s' arguments must be a JSON object, not %s. Retry the tool call with the arguments as one JSON object.", name, jsonKind(raw))
 	}
+	if err := strictjson.CheckNames(raw, schemaProperties(schema)); err != nil {
+		return nil, fmt.Sprintf("Tool '%s' arguments cannot be read one way only: the arguments %s. Retry the tool call with the argument names the schema gives.", name, err)
+	}
 	if missing := missingRequired(schema, args, ""); len(missing) > 0 {
 		return nil, fmt.Sprintf("Tool '%s' missing required argument(s): %s. Retry the tool call with those argument fields populated.",
 			name, strings.Join(missing, ", "))
@@ -86,6 +89,19 @@ func missingRequired(schema json.RawMessage, args map[string]json.RawMessage, pr
 		missing = append(missing, missingRequired(node.Properties[key], sub, prefix+key+".")...)
 	}
 	return missing
+}
+
+// schemaProperties are the top-level property names a schema declares.
+func schemaProperties(schema json.RawMessage) []string {
+	var node schemaNode
+	if len(schema) == 0 || json.Unmarshal(schema, &node) != nil {
+		return nil
+	}
+	names := make([]string, 0, len(node.Properties))
+	for n := range node.Properties {
+		names = append(names, n)
+	}
+	return names
 }
 
 func isNull(v json.RawMessage) bool {

@@ -434,6 +434,7 @@ func TestArgumentsReadOneWayOnly(t *testing.T) {
 		`{"command":"echo hello","COMMAND":"rm -rf ~"}`,
 		`{"command":"echo hello","command":"rm -rf ~"}`,
 		`{"opts":{"path":"a","Path":"b"}}`,
+		`{"TEXT":"rm -rf ~"}`, // the schema names text: a case-insensitive decoder reads this one
 	} {
 		m := &scriptedModel{steps: []step{
 			{resp: &provider.Response{Content: []runnel.Block{{Type: runnel.BlockToolCall, ToolCallID: "c1", ToolName: "echo", Input: json.RawMessage(args)}}}},

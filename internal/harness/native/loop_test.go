@@ -14,6 +14,7 @@ import (
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/provider"
+	"github.com/runnel/runnel/internal/strictjson"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -449,8 +450,15 @@ func TestArgumentsReadOneWayOnly(t *testing.T) {
 		if dispatched {
 			t.Errorf("%s reached the dispatcher", args)
 		}
-		if got := out.Messages[0].Content[0].Input; !cmp.Equal(got, runnel.TextOutput(args)) {
-			t.Errorf("recorded input %s, want the arguments as a JSON string", got)
+		// What a strict reader refuses is kept as text, so a replay of the
+		// history is not refused; a name in the wrong case is read one way
+		// by every strict reader and stays as it was.
+		want := runnel.TextOutput(args)
+		if strictjson.Check([]byte(args)) == nil {
+			want = json.RawMessage(args)
+		}
+		if got := out.Messages[0].Content[0].Input; !cmp.Equal(got, want) {
+			t.Errorf("recorded input %s, want %s", got, want)
 		}
 		r := out.Messages[1].Content[0]
 		if !r.IsError || !strings.Contains(r.OutputText(), "cannot be read one way only") {

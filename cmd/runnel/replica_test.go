@@ -78,8 +78,17 @@ func TestResumeOnAnotherProcess(t *testing.T) {
 // waits for a clean exit.
 func startProcess(t *testing.T, bin string, env []string) (string, func()) {
 	t.Helper()
+	return startProcessAs(t, bin, env, nil)
+}
+
+// startProcessAs is startProcess as the user cred names (nil: this one).
+func startProcessAs(t *testing.T, bin string, env []string, cred *syscall.Credential) (string, func()) {
+	t.Helper()
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = env
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

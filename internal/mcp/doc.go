@@ -33,6 +33,34 @@
 // changes between the check and the dial (rebinding) is caught. No proxy
 // is used, and redirects are followed only to the same host.
 //
+// # Bounds
+//
+// A user's server is untrusted input. Every response body runnel reads
+// from it goes through the server's round tripper, which bounds it before
+// the SDK sees it (limits.go): one message (a JSON answer, one event of a
+// stream) is at most Options.MaxMessageBytes, 4 MiB by default, like a
+// callback response; what a server sends while runnel waits for one
+// answer (notifications, events, resumed streams) is at most
+// Options.MaxStreamBytes, 16 MiB; a server lists at most Options.MaxTools
+// tools, 512. Past a bound the rest is not read: a JSON-RPC error answer
+// takes its place, so a tool call fails with a sentence for the model
+// ("the answer to "x" is larger than 4 MiB, …") and the session goes on,
+// and an initialize or tools/list over a bound leaves the server out with
+// a notice saying which bound. On the SSE transport one stream carries
+// every answer, so there the stream bound counts the bytes between two
+// answers, and passing it ends the session.
+//
+// # Secrets in URLs
+//
+// Providers put credentials in the URL (https://host/mcp/<key>/sse,
+// ?api_key=…, user info), so notices, errors and the SDK's log show a URL
+// as its origin only, scheme://host[:port], and a tool result has the
+// configured URL's secrets replaced. SecretURLParts names those secrets for
+// the run's redactor. Every request stays on the origin of the server's
+// URL, with or without redirects: an SSE endpoint event naming another
+// origin (or plain http for an https server) is refused before the
+// server's headers go anywhere.
+//
 // # Transports
 //
 // Streamable HTTP, falling back to the older SSE transport when the

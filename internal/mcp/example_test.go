@@ -29,5 +29,5 @@ func ExampleNormalize() {
 	// 2 <nil>
 	// memory http include [read_graph] permission="ask"
 	// docs sse all [] permission=""
-	// MCP server "meta": https://169.254.169.254/latest points at 169.254.169.254, a cloud metadata address; runnel only connects to public addresses unless the host is in RUNNEL_MCP_HOST_ALLOWLIST.
+	// MCP server "meta": https://169.254.169.254 points at 169.254.169.254, a cloud metadata address; runnel only connects to public addresses unless the host is in RUNNEL_MCP_HOST_ALLOWLIST.
 }

@@ -230,13 +230,6 @@ func classifyName(host string) string {
 	return ""
 }
 
-// displayURL is a URL as messages show it: without user info, query or
-// fragment, which may carry credentials.
-func displayURL(u *url.URL) string {
-	v := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
-	return v.String()
-}
-
 // checkStaticURL applies the parts of the guard that need no network: the
 // scheme, host names known to be local, and literal IP addresses. The
 // returned sentence does not name the server; the caller prefixes it.
@@ -280,7 +273,8 @@ func urlPort(u *url.URL) string {
 }
 
 // GuardError is a connection the guard refused. Reason names the URL and
-// the rule ("https://x/mcp resolves to 10.0.0.5, a private address; …").
+// the rule ("https://x resolves to 10.0.0.5, a private address; …"); the
+// URL shows as its origin only (displayURL).
 type GuardError struct {
 	Server string
 	Reason string
@@ -421,7 +415,7 @@ func (d *guardedDialer) checkRedirect(req *http.Request, via []*http.Request) er
 	switch {
 	case len(via) >= 5:
 		err = d.refuse("redirected more than 5 times")
-	case to.Scheme != from.Scheme || !strings.EqualFold(to.Hostname(), from.Hostname()) || urlPort(to) != urlPort(from):
+	case !sameOrigin(from, to):
 		err = d.refuse("redirected to another origin (%s); runnel only follows redirects within an MCP server's own scheme, host and port", displayURL(to))
 	default:
 		return nil

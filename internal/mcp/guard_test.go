@@ -136,7 +136,7 @@ func TestGuardResolvedAddresses(t *testing.T) {
 			u := "https://" + tt.host + "/mcp"
 			pool := Connect(t.Context(), []ServerSpec{httpSpec("m", u)}, &Options{Guard: GuardOptions{Resolver: resolver}})
 			defer pool.Close()
-			want := []string{`MCP server "m" is unavailable for this run: ` + u + " " + tt.want + "; " + public}
+			want := []string{`MCP server "m" is unavailable for this run: https://` + tt.host + " " + tt.want + "; " + public}
 			if diff := cmp.Diff(want, pool.Notices()); diff != "" {
 				t.Errorf("notices (-want +got):\n%s", diff)
 			}
@@ -153,7 +153,7 @@ func TestGuardResolutionFailure(t *testing.T) {
 	pool := Connect(t.Context(), []ServerSpec{httpSpec("m", "https://nx.test/mcp")},
 		&Options{Guard: GuardOptions{Resolver: &fakeResolver{}}})
 	defer pool.Close()
-	want := []string{`MCP server "m" is unavailable for this run: could not resolve the host of https://nx.test/mcp: lookup nx.test: no such host.`}
+	want := []string{`MCP server "m" is unavailable for this run: could not resolve the host of https://nx.test: lookup nx.test: no such host.`}
 	if diff := cmp.Diff(want, pool.Notices()); diff != "" {
 		t.Errorf("notices (-want +got):\n%s", diff)
 	}
@@ -167,11 +167,11 @@ func TestDialControl(t *testing.T) {
 	tests := map[string]string{
 		"93.184.216.34:443":     "",
 		"[2606:4700::1111]:443": "",
-		"127.0.0.1:443":         `MCP server "m": https://mcp.example.com/mcp connects to 127.0.0.1, a loopback address; ` + publicOnly,
-		"[::ffff:10.0.0.1]:443": `MCP server "m": https://mcp.example.com/mcp connects to ::ffff:10.0.0.1, a private address; ` + publicOnly,
-		"[fe80::1%lo]:443":      `MCP server "m": https://mcp.example.com/mcp connects to fe80::1%lo, a link-local address; ` + publicOnly,
-		"169.254.169.254:80":    `MCP server "m": https://mcp.example.com/mcp connects to 169.254.169.254, a cloud metadata address; ` + publicOnly,
-		"not-an-address:443":    `MCP server "m": https://mcp.example.com/mcp dialled not-an-address:443, which is not an IP address and port; refusing to connect`,
+		"127.0.0.1:443":         `MCP server "m": https://mcp.example.com connects to 127.0.0.1, a loopback address; ` + publicOnly,
+		"[::ffff:10.0.0.1]:443": `MCP server "m": https://mcp.example.com connects to ::ffff:10.0.0.1, a private address; ` + publicOnly,
+		"[fe80::1%lo]:443":      `MCP server "m": https://mcp.example.com connects to fe80::1%lo, a link-local address; ` + publicOnly,
+		"169.254.169.254:80":    `MCP server "m": https://mcp.example.com connects to 169.254.169.254, a cloud metadata address; ` + publicOnly,
+		"not-an-address:443":    `MCP server "m": https://mcp.example.com dialled not-an-address:443, which is not an IP address and port; refusing to connect`,
 	}
 	for addr, want := range tests {
 		err := d.control("tcp", addr, nil)

@@ -23,10 +23,6 @@ import (
 // initializing and listing its tools.
 const DefaultConnectTimeout = 15 * time.Second
 
-// maxToolsPerServer bounds a tool list, which a broken or hostile server
-// could page through forever.
-const maxToolsPerServer = 1000
-
 // Options configures Connect. A nil *Options, or a zero field, means the
 // documented default.
 type Options struct {
@@ -42,8 +38,22 @@ type Options struct {
 	TLSConfig *tls.Config
 	// Version is runnel's version, sent as the MCP clientInfo.
 	Version string
-	// Logger receives the SDK's log; nil discards it.
+	// Logger receives the SDK's log, with URLs cut to their origin and
+	// the URL's secrets hidden; nil discards it.
 	Logger *slog.Logger
+	// MaxMessageBytes bounds one message read from a server: a JSON
+	// answer, or one event of a stream. 0 is DefaultMaxMessageBytes. A
+	// tool result over it is a failed call that says so (the rest is not
+	// read); an initialize or tools/list answer over it leaves the server
+	// out of the run.
+	MaxMessageBytes int64
+	// MaxStreamBytes bounds what a server may send while runnel waits
+	// for one answer (see DefaultMaxStreamBytes); 0 is
+	// DefaultMaxStreamBytes, and it is never less than MaxMessageBytes.
+	MaxStreamBytes int64
+	// MaxTools bounds the tools one server may list; 0 is
+	// DefaultMaxTools. A server listing more is left out (see listTools).
+	MaxTools int
 }
 
 func (o *Options) withDefaults() *Options {
@@ -59,6 +69,16 @@ func (o *Options) withDefaults() *Options {
 	}
 	if v.Version == "" {
 		v.Version = "dev"
+	}
+	if v.MaxMessageBytes <= 0 {
+		v.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if v.MaxStreamBytes <= 0 {
+		v.MaxStreamBytes = DefaultMaxStreamBytes
+	}
+	v.MaxStreamBytes = max(v.MaxStreamBytes, v.MaxMessageBytes)
+	if v.MaxTools <= 0 {
+		v.MaxTools = DefaultMaxTools
 	}
 	return &v
 }
@@ -118,6 +138,7 @@ type server struct {
 	http    *serverHTTP
 	session *mcp.ClientSession
 	endLife context.CancelFunc
+	scrub   scrubber // hides the URL's secrets in what the server's failures say
 }
 
 // close closes the session (a DELETE for a streamable session, the end of
@@ -132,7 +153,7 @@ func (s *server) close() error {
 	s.endLife()
 	s.http.close()
 	if err != nil {
-		return fmt.Errorf("closing MCP server %q: %s", s.spec.Name, s.scrub(err.Error()))
+		return fmt.Errorf("closing MCP server %q: %s", s.spec.Name, s.scrub.message(err.Error()))
 	}
 	return nil
 }
@@ -180,15 +201,25 @@ func Connect(ctx context.Context, specs []ServerSpec, opts *Options) *Pool {
 }
 
 // connectServer connects one server. On failure it returns a nil server,
-// having released everything it opened, and the notice saying why.
+// having released everything it opened, and the notice saying why. No
+// notice shows the URL's path, query or user info.
 func connectServer(ctx context.Context, spec ServerSpec, o *Options) (*server, []*mcp.Tool, []string) {
+	scrub := newScrubber(spec.URL)
+	srv, tools, notices := connectOne(ctx, spec, o, scrub)
+	for i, n := range notices {
+		notices[i] = scrub.message(n)
+	}
+	return srv, tools, notices
+}
+
+func connectOne(ctx context.Context, spec ServerSpec, o *Options, scrub scrubber) (*server, []*mcp.Tool, []string) {
 	u, err := url.Parse(spec.URL)
 	if err != nil { // Normalize produced it; only a hand-made spec gets here
 		return nil, nil, []string{unavailable(spec.Name, "its URL does not parse")}
 	}
 	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
-	srv := &server{spec: spec, http: newServerHTTP(life, spec, u, o), endLife: endLife}
-	cctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
+	srv := &server{spec: spec, http: newServerHTTP(life, spec, u, o), endLife: endLife, scrub: scrub}
+	cctx, cancel := context.WithTimeout(withExchange(ctx), o.ConnectTimeout)
 	defer cancel()
 
 	if err := srv.http.dialer.preflight(cctx, u); err != nil {
@@ -197,7 +228,7 @@ func connectServer(ctx context.Context, spec ServerSpec, o *Options) (*server, [
 		if errors.As(err, &ge) {
 			return nil, nil, []string{unavailable(spec.Name, ge.Reason)}
 		}
-		return nil, nil, []string{unavailable(spec.Name, srv.scrub(err.Error()))}
+		return nil, nil, []string{unavailable(spec.Name, err.Error())}
 	}
 	if reason := srv.open(cctx, life, o); reason != "" {
 		_ = srv.close()
@@ -206,11 +237,14 @@ func connectServer(ctx context.Context, spec ServerSpec, o *Options) (*server, [
 	// What went wrong on the way in (a refused server/discover, say) says
 	// nothing about what happens next.
 	srv.http.headers.resetStatus()
-	tools, notices, err := listTools(cctx, srv.session, spec)
+	tools, notices, err := listTools(cctx, srv.session, spec, o.MaxTools)
 	if err != nil {
-		notices = append(notices, unavailable(spec.Name, srv.failure(cctx, err, "listing its tools failed: ")))
+		reason := srv.failure(cctx, err, "tools/list", "listing its tools failed: ")
+		if errors.Is(err, errTooManyTools) {
+			reason = srv.http.headers.limits.tooManyTools()
+		}
 		_ = srv.close()
-		return nil, nil, notices
+		return nil, nil, []string{unavailable(spec.Name, reason)}
 	}
 	return srv, tools, notices
 }
@@ -220,19 +254,24 @@ func connectServer(ctx context.Context, spec ServerSpec, o *Options) (*server, [
 // failed, or "".
 func (s *server) open(ctx, life context.Context, o *Options) string {
 	client := mcp.NewClient(&mcp.Implementation{Name: "runnel", Version: o.Version}, &mcp.ClientOptions{
-		Logger: o.Logger,
+		Logger: s.logger(o.Logger),
 		// runnel answers no roots, sampling or elicitation requests.
 		Capabilities: &mcp.ClientCapabilities{},
 	})
+	// The transports' own cap on an event is a second line behind the
+	// bounds the round tripper applies; without it the streamable
+	// transport of SDK v1.8.0 has none (its 0 means no cap, not the
+	// default its documentation names).
+	eventCap := int(2 * min(o.MaxMessageBytes, 1<<40))
 	sse := &lifetimeTransport{
-		inner: &mcp.SSEClientTransport{Endpoint: s.spec.URL, HTTPClient: s.http.client},
+		inner: &mcp.SSEClientTransport{Endpoint: s.spec.URL, HTTPClient: s.http.client, MaxEventSize: eventCap},
 		life:  life,
 		end:   s.endLife,
 	}
 	var err error
 	if s.spec.Transport == TransportSSE {
 		if s.session, err = client.Connect(ctx, sse, nil); err != nil {
-			return s.failure(ctx, err, "")
+			return s.failure(ctx, err, "initialize", "")
 		}
 		return ""
 	}
@@ -242,6 +281,7 @@ func (s *server) open(ctx, life context.Context, o *Options) string {
 		// runnel only makes requests; a standing GET stream for
 		// server-initiated messages would be a connection held for nothing.
 		DisableStandaloneSSE: true,
+		MaxEventSize:         eventCap,
 	}
 	s.session, err = client.Connect(ctx, streamable, nil)
 	if err == nil {
@@ -249,11 +289,11 @@ func (s *server) open(ctx, life context.Context, o *Options) string {
 	}
 	status := s.http.headers.lastStatus()
 	if !needsSSE(status) || ctx.Err() != nil {
-		return s.failure(ctx, err, "")
+		return s.failure(ctx, err, "initialize", "")
 	}
 	s.http.headers.resetStatus()
 	if s.session, err = client.Connect(ctx, sse, nil); err != nil {
-		return fmt.Sprintf("streamable HTTP answered HTTP %d and the SSE transport failed too: %s", status, s.failure(ctx, err, ""))
+		return fmt.Sprintf("streamable HTTP answered HTTP %d and the SSE transport failed too: %s", status, s.failure(ctx, err, "initialize", ""))
 	}
 	return ""
 }
@@ -262,18 +302,27 @@ func unavailable(name, reason string) string {
 	return fmt.Sprintf("MCP server %q is unavailable for this run: %s.", name, strings.TrimSuffix(reason, "."))
 }
 
-// failure turns a connect error into a reason a person can act on. The
-// SDK folds transport errors into its own strings, so the dialer's and
-// the round tripper's own records come first; the SDK's text is the last
-// resort, with the raw URL (which may carry a token in its query) replaced
-// by its displayed form.
-func (s *server) failure(ctx context.Context, err error, prefix string) string {
+// failure turns the error of a request made while connecting (method
+// names it) into a reason a person can act on. The SDK folds transport
+// errors into its own strings, so the exchange's, the dialer's and the
+// round tripper's own records come first; the SDK's text is the last
+// resort, scrubbed of the URL's secrets.
+func (s *server) failure(ctx context.Context, err error, method, prefix string) string {
+	lim := s.http.headers.limits
+	switch exchangeOf(ctx).breach() {
+	case codeMessageTooLarge:
+		return fmt.Sprintf("its answer to %s is %s", method, lim.tooLarge())
+	case codeStreamTooLong:
+		return fmt.Sprintf("while runnel waited for its answer to %s, it %s", method, lim.tooLong())
+	case codeTooManyTools:
+		return lim.tooManyTools()
+	}
 	var ge *GuardError
 	if errors.As(s.http.dialer.lastDialError(), &ge) || errors.As(err, &ge) {
 		return ge.Reason
 	}
 	if derr := s.http.dialer.lastDialError(); derr != nil {
-		return prefix + s.scrub(derr.Error())
+		return prefix + s.scrub.message(derr.Error())
 	}
 	if status := s.http.headers.lastStatus(); status >= 400 {
 		return fmt.Sprintf("%s%s answered HTTP %d %s", prefix, s.http.dialer.shown, status, http.StatusText(status))
@@ -284,33 +333,62 @@ func (s *server) failure(ctx context.Context, err error, prefix string) string {
 	case ctx.Err() != nil:
 		return prefix + "connecting was cancelled"
 	}
-	return prefix + s.scrub(err.Error())
+	return prefix + s.scrub.message(err.Error())
 }
 
-func (s *server) scrub(msg string) string {
-	return strings.ReplaceAll(msg, s.spec.URL, s.http.dialer.shown)
+// logger is the SDK's logger for this server: l, scrubbed of the URL's
+// secrets.
+func (s *server) logger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return nil
+	}
+	return slog.New(&scrubHandler{next: l.Handler(), scrub: s.scrub})
 }
 
-// listTools lists every tool, following pagination, and applies the
-// include list. A name the list asks for that the server lacks is a
-// notice, not a failure: the run goes on with the tools that exist.
-func listTools(ctx context.Context, cs *mcp.ClientSession, spec ServerSpec) ([]*mcp.Tool, []string, error) {
+// errTooManyTools is a tool list longer than Options.MaxTools.
+var errTooManyTools = errors.New("the MCP server lists too many tools")
+
+// listTools lists every tool, page by page, and applies the include list.
+// A name the list asks for that the server lacks is a notice, not a
+// failure: the run goes on with the tools that exist.
+//
+// A server listing more than maxTools tools fails with errTooManyTools,
+// and is left out whole rather than offered in part: a list's order means
+// nothing, so its first maxTools would be an arbitrary part of what the
+// user connected (another part after the server's next release), and a
+// model offered hundreds of tools from one server chooses badly anyway.
+// Every entry counts, duplicates included, and so does an empty page that
+// names another, so a list that pages forever ends here too. The bound
+// applies before the include list, which needs the whole list to be read.
+// Each page is one message, bounded by Options.MaxMessageBytes.
+func listTools(ctx context.Context, cs *mcp.ClientSession, spec ServerSpec, maxTools int) ([]*mcp.Tool, []string, error) {
 	var tools []*mcp.Tool
 	var notices []string
 	seen := make(map[string]bool)
-	for t, err := range cs.Tools(ctx, nil) {
+	listed := 0
+	params := &mcp.ListToolsParams{}
+	for {
+		res, err := cs.ListTools(ctx, params)
 		if err != nil {
 			return nil, nil, err
 		}
-		if seen[t.Name] {
-			continue
+		listed += len(res.Tools)
+		if len(res.Tools) == 0 && res.NextCursor != "" {
+			listed++
 		}
-		if len(seen) == maxToolsPerServer {
-			notices = append(notices, fmt.Sprintf("MCP server %q lists more than %d tools; only the first %d are used.", spec.Name, maxToolsPerServer, maxToolsPerServer))
+		if listed > maxTools {
+			return nil, nil, errTooManyTools
+		}
+		for _, t := range res.Tools {
+			if !seen[t.Name] {
+				seen[t.Name] = true
+				tools = append(tools, t)
+			}
+		}
+		if res.NextCursor == "" {
 			break
 		}
-		seen[t.Name] = true
-		tools = append(tools, t)
+		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
 	}
 	if spec.ToolMode != ToolsInclude {
 		return tools, notices, nil
@@ -361,7 +439,7 @@ func (p *Pool) Tools() []Tool {
 
 // Notices returns a sentence for each thing the run should report: a
 // server left out and why, an included tool the server lacks. Header
-// values never appear in them.
+// values never appear in them, nor the URL's path, query or user info.
 func (p *Pool) Notices() []string {
 	out := make([]string, len(p.notices))
 	copy(out, p.notices)
@@ -396,7 +474,7 @@ func (p *Pool) Call(ctx context.Context, qualifiedName string, args json.RawMess
 	p.mu.Unlock()
 	defer p.inFlight.Done()
 
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(withExchange(ctx))
 	defer cancel()
 	stop := context.AfterFunc(p.calls, cancel)
 	defer stop()
@@ -410,19 +488,34 @@ func (p *Pool) Call(ctx context.Context, qualifiedName string, args json.RawMess
 		}
 		return Result{}, ref.server.callError(ctx, ref.name, err)
 	}
-	return resultOf(res, p.maxOutput), nil
+	out := resultOf(res, p.maxOutput)
+	out.Content = ref.server.scrub.content(out.Content)
+	return out, nil
 }
 
-// callError says why a call produced no result, without the raw URL.
+// callError says why a call produced no result, without the URL's
+// secrets: a bound that cut the answer short, the end of the call's
+// context, the end of the SSE session, the server's JSON-RPC error, or
+// whatever the SDK says.
 func (s *server) callError(ctx context.Context, tool string, err error) error {
+	lim := s.http.headers.limits
+	switch exchangeOf(ctx).breach() {
+	case codeMessageTooLarge:
+		return fmt.Errorf("MCP server %q: the answer to %q is %s; ask the tool for less", s.spec.Name, tool, lim.tooLarge())
+	case codeStreamTooLong:
+		return fmt.Errorf("MCP server %q: while runnel waited for the answer to %q, the server %s", s.spec.Name, tool, lim.tooLong())
+	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("MCP server %q: call to %q ended: %w", s.spec.Name, tool, context.Cause(ctx))
 	}
+	if reason := s.http.headers.endedReason(); reason != "" {
+		return fmt.Errorf("MCP server %q: call to %q failed: %s", s.spec.Name, tool, reason)
+	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
-		return fmt.Errorf("MCP server %q answered the call to %q with an error: %s (code %d)", s.spec.Name, tool, rpcErr.Message, rpcErr.Code)
+		return fmt.Errorf("MCP server %q answered the call to %q with an error: %s (code %d)", s.spec.Name, tool, s.scrub.message(rpcErr.Message), rpcErr.Code)
 	}
-	return fmt.Errorf("MCP server %q: call to %q failed: %s", s.spec.Name, tool, s.scrub(err.Error()))
+	return fmt.Errorf("MCP server %q: call to %q failed: %s", s.spec.Name, tool, s.scrub.message(err.Error()))
 }
 
 // Close closes every session, whatever state it is in. Calls in flight

@@ -242,9 +242,9 @@ func TestConnectFailures(t *testing.T) {
 	}{
 		{"hang", hang.URL, `MCP server "hang" is unavailable for this run: ` + hang.URL + ` did not answer within the connect timeout.`},
 		{"unauthorized", unauthorized.URL, `MCP server "unauthorized" is unavailable for this run: ` + unauthorized.URL + ` answered HTTP 401 Unauthorized.`},
-		{"notfound", notFound.URL + "/mcp?key=query-secret", `MCP server "notfound" is unavailable for this run: streamable HTTP answered HTTP 404 and the SSE transport failed too: ` + notFound.URL + `/mcp answered HTTP 404 Not Found.`},
+		{"notfound", notFound.URL + "/mcp?key=query-secret", `MCP server "notfound" is unavailable for this run: streamable HTTP answered HTTP 404 and the SSE transport failed too: ` + notFound.URL + ` answered HTTP 404 Not Found.`},
 		{"redirect", redirect.URL, `MCP server "redirect" is unavailable for this run: ` + redirect.URL + ` redirected to another origin (` +
-			strings.Replace(other.url, "127.0.0.1", "localhost", 1) + `); runnel only follows redirects within an MCP server's own scheme, host and port.`},
+			originOf(strings.Replace(other.url, "127.0.0.1", "localhost", 1)) + `); runnel only follows redirects within an MCP server's own scheme, host and port.`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

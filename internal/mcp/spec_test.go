@@ -90,11 +90,11 @@ func TestNormalizeRefuses(t *testing.T) {
 		{"relative url", `[{"name":"a","url":"/mcp"}]`, runnel.CodeInvalidRequest,
 			`MCP server "a" has a URL that is not an absolute http(s) URL.`},
 		{"ftp", `[{"name":"a","url":"ftp://a.example.com/mcp"}]`, runnel.CodeRefused,
-			`MCP server "a": ftp://a.example.com/mcp is not an http(s) URL.`},
+			`MCP server "a": ftp://a.example.com is not an http(s) URL.`},
 		{"http", `[{"name":"a","url":"http://a.example.com/mcp?key=secret"}]`, runnel.CodeRefused,
-			`MCP server "a": http://a.example.com/mcp uses http; runnel only connects to MCP servers over https unless the host is in RUNNEL_MCP_HOST_ALLOWLIST.`},
+			`MCP server "a": http://a.example.com uses http; runnel only connects to MCP servers over https unless the host is in RUNNEL_MCP_HOST_ALLOWLIST.`},
 		{"allowlisted host, other port", `[{"name":"a","url":"http://127.0.0.1:9090/mcp"}]`, runnel.CodeRefused,
-			`MCP server "a": http://127.0.0.1:9090/mcp uses http; runnel only connects to MCP servers over https unless the host is in RUNNEL_MCP_HOST_ALLOWLIST.`},
+			`MCP server "a": http://127.0.0.1:9090 uses http; runnel only connects to MCP servers over https unless the host is in RUNNEL_MCP_HOST_ALLOWLIST.`},
 		{"include without names", `[{"name":"a","url":"https://a.example.com/","policy":{"tools":{"mode":"include"}}}]`, runnel.CodeInvalidRequest,
 			`MCP server "a" has policy.tools.mode "include" but no policy.tools.names; list the tools to include, or use mode "all".`},
 		{"unknown mode", `[{"name":"a","url":"https://a.example.com/","policy":{"tools":{"mode":"exclude","names":["x"]}}}]`, runnel.CodeInvalidRequest,
@@ -132,7 +132,7 @@ func TestNormalizeRefuses(t *testing.T) {
 			code          runnel.ErrorCode
 			want          string
 		}{"address " + host.url, `[{"name":"m","url":"` + host.url + `"}]`, runnel.CodeRefused,
-			`MCP server "m": ` + host.url + ` points at ` + host.shown + `, ` + host.kind + `; ` + public})
+			`MCP server "m": ` + originOf(host.url) + ` points at ` + host.shown + `, ` + host.kind + `; ` + public})
 	}
 	for _, host := range []struct{ url, name, kind string }{
 		{"https://localhost/mcp", "localhost", kindLoopback},
@@ -145,7 +145,7 @@ func TestNormalizeRefuses(t *testing.T) {
 			code          runnel.ErrorCode
 			want          string
 		}{"name " + host.url, `[{"name":"m","url":"` + host.url + `"}]`, runnel.CodeRefused,
-			`MCP server "m": ` + host.url + ` names ` + host.name + `, ` + host.kind + `; ` + public})
+			`MCP server "m": ` + originOf(host.url) + ` names ` + host.name + `, ` + host.kind + `; ` + public})
 	}
 	opts := GuardOptions{HostAllowlist: []string{"127.0.0.1:8080"}}
 	for _, tt := range tests {
@@ -171,4 +171,12 @@ func TestNormalizeRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// originOf is a URL as messages show it: scheme://host[:port], so that a
+// credential in the path or query never shows.
+func originOf(u string) string {
+	scheme, rest, _ := strings.Cut(u, "://")
+	host, _, _ := strings.Cut(rest, "/")
+	return scheme + "://" + host
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,7 +17,8 @@ import (
 
 // serverHTTP is the HTTP side of one server's connection: its own
 // http.Transport (so closing the server closes its connections and their
-// goroutines), the guarded dialer, and the header-adding round tripper.
+// goroutines), the guarded dialer, and the round tripper that adds the
+// headers and bounds what is read.
 type serverHTTP struct {
 	dialer    *guardedDialer
 	transport *http.Transport
@@ -40,11 +43,21 @@ func newServerHTTP(life context.Context, spec ServerSpec, u *url.URL, opts *Opti
 		ExpectContinueTimeout: time.Second,
 		IdleConnTimeout:       90 * time.Second,
 		MaxIdleConnsPerHost:   4,
+		// Headers are read before any body bound applies.
+		MaxResponseHeaderBytes: 64 << 10,
 	}
 	if tr.TLSClientConfig == nil {
 		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	h := &headerTransport{base: tr, headers: spec.Headers, life: life, cancels: newCancelNotices()}
+	h := &headerTransport{
+		base:    tr,
+		headers: spec.Headers,
+		origin:  u,
+		dialer:  d,
+		limits:  limits{message: opts.MaxMessageBytes, stream: opts.MaxStreamBytes, tools: opts.MaxTools},
+		life:    life,
+		cancels: newCancelNotices(),
+	}
 	return &serverHTTP{
 		dialer:    d,
 		transport: tr,
@@ -57,24 +70,42 @@ func newServerHTTP(life context.Context, spec ServerSpec, u *url.URL, opts *Opti
 // the session is closed, when no request is in flight any more.
 func (s *serverHTTP) close() { s.transport.CloseIdleConnections() }
 
-// headerTransport adds the server's configured headers to every request
-// and remembers the status of the last answer (DELETEs aside), which
-// decides the fallback to SSE and names a failure.
+// headerTransport is every request's way to the server. It keeps requests
+// on the server's origin, adds the server's configured headers, bounds
+// every response body it hands the SDK (limits.go), and remembers the
+// status of the last answer (DELETEs aside), which decides the fallback to
+// SSE and names a failure.
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
+	origin  *url.URL
+	dialer  *guardedDialer // refuses and records a request to another origin
+	limits  limits
 	life    context.Context
 	cancels *cancelNotices
+	pending pendingRequests // requests waiting on an SSE session stream
 
-	mu     sync.Mutex
-	status int
+	mu      sync.Mutex
+	status  int
+	session bool   // an SSE session stream is open
+	ended   string // why the SSE session stream was cut, when it was
 }
 
 // RoundTrip implements http.RoundTripper. The SDK's own headers
 // (Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version) win over
 // configured ones of the same name, which would break the protocol.
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx, cancel := context.WithCancel(req.Context())
+	if err := t.checkOrigin(req.URL); err != nil {
+		return nil, err
+	}
+	if reason := t.endedReason(); reason != "" {
+		return nil, errors.New(reason)
+	}
+	ctx := req.Context()
+	if _, ok := ctx.Value(exchangeKey{}).(*exchange); !ok {
+		ctx = withExchange(ctx) // a request of the SDK's own, such as the closing DELETE
+	}
+	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(t.life, cancel)
 	release := func() { stop(); cancel() }
 	req = req.Clone(ctx)
@@ -83,9 +114,16 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			req.Header.Set(name, value)
 		}
 	}
-	cancelNotice := isCancelNotification(req)
+	id, method := peekRequest(req)
+	if id != nil {
+		ex := exchangeOf(ctx)
+		ex.begin(id, method, t.limits.stream)
+		if t.sessionOpen() {
+			t.pending.add(id, ex)
+		}
+	}
 	resp, err := t.base.RoundTrip(req)
-	if cancelNotice {
+	if method == "notifications/cancelled" {
 		t.cancels.sent()
 	}
 	if err != nil {
@@ -97,8 +135,89 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.status = resp.StatusCode
 		t.mu.Unlock()
 	}
-	resp.Body = &releasingBody{ReadCloser: resp.Body, release: release}
+	resp.Body = &releasingBody{ReadCloser: t.bound(req, resp, id), release: release}
 	return resp, nil
+}
+
+// bound wraps a response body in the reader that bounds it: the SSE
+// session stream, an answer's event stream, a JSON answer, or anything
+// else (an error page, an empty 202).
+func (t *headerTransport) bound(req *http.Request, resp *http.Response, id json.RawMessage) io.ReadCloser {
+	ex := exchangeOf(req.Context())
+	switch mediaType(resp.Header.Get("Content-Type")) {
+	case "text/event-stream":
+		if req.Method == http.MethodGet && req.Header.Get("Last-Event-ID") == "" {
+			t.mu.Lock()
+			t.session = true
+			t.mu.Unlock()
+			return newSessionStream(t, resp.Body, t.limits)
+		}
+		return newCallStream(resp.Body, ex, t.limits)
+	case "application/json":
+		if id != nil {
+			return &jsonBody{body: resp.Body, ex: ex, lim: t.limits}
+		}
+	}
+	return &cappedBody{ReadCloser: resp.Body, left: t.limits.message}
+}
+
+func mediaType(contentType string) string {
+	mt, _, _ := strings.Cut(contentType, ";")
+	return strings.ToLower(strings.TrimSpace(mt))
+}
+
+// checkOrigin keeps every request on the origin of the server's URL: the
+// SSE transport POSTs to whatever its endpoint event names, and the
+// server's headers (its credentials) go with every request.
+func (t *headerTransport) checkOrigin(to *url.URL) error {
+	if sameOrigin(t.origin, to) {
+		return nil
+	}
+	err := t.dialer.refuse("named %s as its message endpoint, another origin; runnel sends requests, with their headers, only to the scheme, host and port of the server's URL", displayURL(to))
+	t.dialer.record(err)
+	return err
+}
+
+func (t *headerTransport) sessionOpen() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.session
+}
+
+// end records why the session stream was cut; later requests are refused
+// with it.
+func (t *headerTransport) end(reason string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ended = reason
+}
+
+func (t *headerTransport) endedReason() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ended
+}
+
+// peekRequest returns the JSON-RPC id (nil for a notification) and method
+// of a POSTed message. The SDK sends its messages from memory, so GetBody
+// is a copy and costs no network read.
+func peekRequest(req *http.Request) (id json.RawMessage, method string) {
+	if req.Method != http.MethodPost || req.GetBody == nil {
+		return nil, ""
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return nil, ""
+	}
+	defer body.Close()
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.NewDecoder(body).Decode(&msg) != nil || string(msg.ID) == "null" {
+		return nil, msg.Method
+	}
+	return msg.ID, msg.Method
 }
 
 // releasingBody drops a request's tie to the server's lifetime once the
@@ -125,24 +244,6 @@ func (t *headerTransport) resetStatus() {
 	t.mu.Lock()
 	t.status = 0
 	t.mu.Unlock()
-}
-
-// isCancelNotification reports whether req carries notifications/cancelled.
-// Only small POSTs are looked at: the notification is a few hundred bytes,
-// and tool arguments need not be copied to find that out.
-func isCancelNotification(req *http.Request) bool {
-	if req.Method != http.MethodPost || req.GetBody == nil || req.ContentLength <= 0 || req.ContentLength > 4096 {
-		return false
-	}
-	body, err := req.GetBody()
-	if err != nil {
-		return false
-	}
-	defer body.Close()
-	var msg struct {
-		Method string `json:"method"`
-	}
-	return json.NewDecoder(io.LimitReader(body, 4096)).Decode(&msg) == nil && msg.Method == "notifications/cancelled"
 }
 
 // cancelNotices counts the notifications/cancelled the SDK owes a server.

@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/llmtest"
+	"github.com/runnel/runnel/internal/mcp"
 )
 
 // The attacks of the security review on permissions and approvals, each
@@ -306,4 +310,52 @@ func TestEndlessAnswerIsCapped(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMCPURLCredentialsAreSecrets: a key in an MCP server's URL is a
+// secret of the run: a tool that repeats it, and the notice about the
+// server, show it redacted.
+func TestMCPURLCredentialsAreSecrets(t *testing.T) {
+	const key = "k3y9f8e7d6c5b4a3f2e1"
+	llm := llmtest.NewServer(pauseScript(toolCall("call_w", "get_weather", `{"city":"Paris"}`)))
+	defer llm.Close()
+	p := newPlatform(t, func(w http.ResponseWriter, _ *http.Request, _ envelopeIn) {
+		writeContent(w, "STATUS_CODE_OK", "", "the server was https://127.0.0.1:1/mcp/"+key+"/sse")
+	})
+	req := baseRequest(llm, APIOpenAIChat, "Weather?")
+	req.CustomTools = []runnel.ToolSpec{callbackTool("get_weather")}
+	req.ToolCallback = &runnel.ToolCallback{Endpoint: p.srv.URL + "/tools/call"}
+	req.McpServers = []runnel.McpServer{{Name: "m", Connection: &runnel.McpConnection{Type: "http", URL: "https://127.0.0.1:1/mcp/" + key + "/sse"}}}
+	logs := &lockedBuffer{}
+	m := NewManager(&Options{Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		MCPGuard: mcp.GuardOptions{HostAllowlist: []string{"127.0.0.1"}}})
+	res, err := overHTTP(t, m).Run(context.Background(), req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, _ := json.Marshal(res)
+	if strings.Contains(string(all), key) || strings.Contains(logs.String(), key) {
+		t.Fatalf("the URL's key shows: result %s\nlogs %s", all, logs.String())
+	}
+	if got := resultOf(t, res, "call_w").OutputText(); !strings.Contains(got, "[REDACTED]") {
+		t.Errorf("tool result %q, want the key redacted", got)
+	}
+}
+
+// lockedBuffer collects log lines written from several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

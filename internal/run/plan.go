@@ -341,8 +341,9 @@ func schemaSubject(schema json.RawMessage) func(json.RawMessage) *string {
 }
 
 // secretValues lists every value the request marks as secret: provider
-// keys, the callback authorization, endpoint and MCP headers, and the OTLP
-// exporter headers of telemetry.
+// keys, the callback authorization, endpoint and MCP headers, the pieces
+// of an MCP URL that look like credentials (a key in its path or query),
+// and the OTLP exporter headers of telemetry.
 func secretValues(req *runnel.RunRequest) []string {
 	var out []string
 	for _, v := range req.Secrets {
@@ -360,10 +361,12 @@ func secretValues(req *runnel.RunRequest) []string {
 		for _, v := range s.Headers {
 			out = append(out, v)
 		}
+		out = append(out, mcp.SecretURLParts(s.URL)...)
 		if s.Connection != nil {
 			for _, v := range s.Connection.Headers {
 				out = append(out, v)
 			}
+			out = append(out, mcp.SecretURLParts(s.Connection.URL)...)
 		}
 	}
 	var tel struct {

@@ -2,11 +2,15 @@ package redact
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 )
 
-// Handler returns a slog.Handler that redacts the message and every string
-// attribute (groups included) before passing a record to h.
+// Handler returns a slog.Handler that redacts the message, every key and
+// group name, and every value (groups and LogValuers resolved) before
+// passing a record to h. A value slog would print through fmt or
+// encoding/json is turned into its redacted text, except a
+// json.RawMessage, which stays JSON.
 func (r *Redactor) Handler(h slog.Handler) slog.Handler {
 	if r.Empty() {
 		return h
@@ -39,26 +43,39 @@ func (h *handler) WithAttrs(as []slog.Attr) slog.Handler {
 }
 
 func (h *handler) WithGroup(name string) slog.Handler {
-	return &handler{r: h.r, next: h.next.WithGroup(name)}
+	return &handler{r: h.r, next: h.next.WithGroup(h.r.String(name))}
 }
 
 func (r *Redactor) attr(a slog.Attr) slog.Attr {
+	key := r.String(a.Key)
 	v := a.Value.Resolve()
 	switch v.Kind() {
 	case slog.KindString:
-		return slog.String(a.Key, r.String(v.String()))
+		return slog.String(key, r.String(v.String()))
 	case slog.KindGroup:
 		g := v.Group()
-		red := make([]any, len(g))
+		red := make([]slog.Attr, len(g))
 		for i, ga := range g {
 			red[i] = r.attr(ga)
 		}
-		return slog.Group(a.Key, red...)
+		return slog.Attr{Key: key, Value: slog.GroupValue(red...)}
 	case slog.KindAny:
-		if err, ok := v.Any().(error); ok {
-			return slog.String(a.Key, r.String(err.Error()))
-		}
-		return slog.String(a.Key, r.String(v.String()))
+		return slog.Attr{Key: key, Value: r.anyValue(v.Any())}
 	}
-	return slog.Attr{Key: a.Key, Value: v}
+	return slog.Attr{Key: key, Value: v}
+}
+
+// anyValue redacts a value slog would print through fmt or encoding/json,
+// where the secret could come out in a spelling text redaction cannot see
+// (a []byte as a list of decimal numbers, or base64).
+func (r *Redactor) anyValue(v any) slog.Value {
+	switch v := v.(type) {
+	case json.RawMessage:
+		return slog.AnyValue(r.JSON(v))
+	case []byte:
+		return slog.StringValue(r.String(string(v)))
+	case error:
+		return slog.StringValue(r.String(v.Error()))
+	}
+	return slog.StringValue(r.String(slog.AnyValue(v).String()))
 }

@@ -82,7 +82,7 @@ func TestForms(t *testing.T) {
 func TestJSONStaysValid(t *testing.T) {
 	r := New(`pa"ss\word`)
 	in, _ := json.Marshal(map[string]string{"k": `x pa"ss\word y`})
-	out := r.Bytes(in)
+	out := r.JSON(in)
 	var v map[string]string
 	if err := json.Unmarshal(out, &v); err != nil {
 		t.Fatalf("redacted JSON does not parse: %v", err)
@@ -156,7 +156,3 @@ func TestHandler(t *testing.T) {
 		t.Error("the log line lost the marker")
 	}
 }
-
-type errString string
-
-func (e errString) Error() string { return string(e) }

@@ -78,11 +78,13 @@ func TestResumeOnAnotherProcess(t *testing.T) {
 // waits for a clean exit.
 func startProcess(t *testing.T, bin string, env []string) (string, func()) {
 	t.Helper()
-	return startProcessAs(t, bin, env, nil)
+	url, _, stop := startProcessAs(t, bin, env, nil)
+	return url, stop
 }
 
-// startProcessAs is startProcess as the user cred names (nil: this one).
-func startProcessAs(t *testing.T, bin string, env []string, cred *syscall.Credential) (string, func()) {
+// startProcessAs is startProcess as the user cred names (nil: this one),
+// also returning the process.
+func startProcessAs(t *testing.T, bin string, env []string, cred *syscall.Credential) (string, *exec.Cmd, func()) {
 	t.Helper()
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = env
@@ -112,11 +114,11 @@ func startProcessAs(t *testing.T, bin string, env []string, cred *syscall.Creden
 		var line struct{ Msg, Addr string }
 		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "runnel listening" {
 			go func() { _, _ = io.Copy(io.Discard, stderr) }() // keep the pipe drained; ends at exit
-			return "http://" + line.Addr, stop
+			return "http://" + line.Addr, cmd, stop
 		}
 	}
 	t.Fatalf("serve never said it was listening: %v", sc.Err())
-	return "", nil
+	return "", nil, nil
 }
 
 func postRun(t *testing.T, url string, req any) *runnel.Result {

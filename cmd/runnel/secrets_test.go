@@ -50,7 +50,7 @@ func TestRunsCannotReadRunnelsSecrets(t *testing.T) {
 			root := ownedDir(t, u.cred)
 			env := []string{"PATH=/usr/bin:/bin", "RUNNEL_PORT=0", "RUNNEL_TOKEN=" + token,
 				"RUNNEL_INTERACTION_SECRET=" + secret, "RUNNEL_WORKSPACE_ROOT=" + root}
-			url, stop := startProcessAs(t, bin, env, u.cred)
+			url, _, stop := startProcessAs(t, bin, env, u.cred)
 			res := postRun(t, url, map[string]any{
 				"model":       "openai/gpt-test",
 				"endpoint":    map[string]string{"baseUrl": llm.URL + "/v1"},

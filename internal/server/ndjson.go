@@ -40,7 +40,7 @@ type NDJSONWriter struct {
 	deadline func() error
 	// gone, when set, is called once when a write fails: the client is
 	// gone, or stopped reading, and the run should stop.
-	gone func(error)
+	gone    func(error)
 	started bool
 	closed  bool
 	broken  bool      // the destination failed; nothing more is written

@@ -272,3 +272,25 @@ func TestCodeModeRunCancelled(t *testing.T) {
 	}
 	f.requireClosed(t)
 }
+
+// TestCodeModeScriptsNeverUseStoredApprovals: an approval the history
+// holds for a direct call answers that call, never a script's call with
+// the same key: the person approved a call they saw, not one a script
+// makes.
+func TestCodeModeScriptsNeverUseStoredApprovals(t *testing.T) {
+	f := newMCPFixture(t)
+	const catching = `try { return await tools.mem.add({a: 1, b: 2}); } catch (e) { return e.message; }`
+	req, _ := codeModeRequest(t, f, catching, 0)
+	req.Permissions = json.RawMessage(`{"default":"ask"}`)
+	req.Messages = append(req.Messages, runnel.Message{Role: runnel.RoleTool, Content: []runnel.Block{{
+		Type: runnel.BlockToolResult, ToolCallID: "old", ToolName: "mcp__mem__add", Input: json.RawMessage(`{"a":1,"b":2}`),
+		Kind: runnel.ResultKindApproval, Output: json.RawMessage(`{"approved":true}`)}}})
+	out := scriptOutput(t, req)
+	if !strings.Contains(string(out.Result), "needs the user's approval") {
+		t.Errorf("script result %s, want the call refused as needing approval", out.Result)
+	}
+	if n := f.adds.Load(); n != 0 {
+		t.Errorf("the server ran add %d times on an approval given for a direct call", n)
+	}
+	f.requireClosed(t)
+}

@@ -107,25 +107,35 @@ type callStream struct {
 	events *eventReader
 	ex     *exchange
 	lim    limits
-	out    []byte
-	err    error
+	buffered
+}
+
+// buffered is what a stream has produced and not yet handed out, and the
+// error that ends it once that is out.
+type buffered struct {
+	out []byte
+	err error
+}
+
+// read hands out what is buffered, calling next until there is some or
+// the stream has ended.
+func (b *buffered) read(p []byte, next func()) (int, error) {
+	for len(b.out) == 0 && b.err == nil {
+		next()
+	}
+	if len(b.out) > 0 {
+		n := copy(p, b.out)
+		b.out = b.out[n:]
+		return n, nil
+	}
+	return 0, b.err
 }
 
 func newCallStream(body io.ReadCloser, ex *exchange, lim limits) *callStream {
 	return &callStream{body: body, events: newEventReader(body, lim.message), ex: ex, lim: lim}
 }
 
-func (s *callStream) Read(p []byte) (int, error) {
-	for len(s.out) == 0 && s.err == nil {
-		s.next()
-	}
-	if len(s.out) > 0 {
-		n := copy(p, s.out)
-		s.out = s.out[n:]
-		return n, nil
-	}
-	return 0, s.err
-}
+func (s *callStream) Read(p []byte) (int, error) { return s.read(p, s.next) }
 
 func (s *callStream) next() {
 	raw, tooLarge, err := s.events.next()
@@ -172,8 +182,7 @@ type sessionStream struct {
 	left   int64 // what the server may still send before its next answer
 
 	skipping bool // in the middle of an event over the message bound
-	out      []byte
-	err      error
+	buffered
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -190,19 +199,12 @@ func newSessionStream(t *headerTransport, body io.ReadCloser, lim limits) *sessi
 }
 
 func (s *sessionStream) Read(p []byte) (int, error) {
-	for len(s.out) == 0 && s.err == nil {
-		s.next()
-	}
-	if len(s.out) > 0 {
-		n := copy(p, s.out)
-		s.out = s.out[n:]
-		return n, nil
-	}
-	if s.err == errStreamCut {
+	n, err := s.read(p, s.next)
+	if n == 0 && err == errStreamCut {
 		<-s.closed
 		return 0, io.EOF
 	}
-	return 0, s.err
+	return n, err
 }
 
 func (s *sessionStream) next() {

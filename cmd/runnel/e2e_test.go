@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -108,6 +109,27 @@ func TestServeWithTheRealManager(t *testing.T) {
 	// The server's request id names the run too, in the result and the logs.
 	if id := resp.Header.Get("X-Request-Id"); id == "" || last.Result.RequestID != id || !strings.Contains(stderr.String(), `"run_id":"`+id+`"`) {
 		t.Errorf("X-Request-Id %q, result requestId %q: the run must carry the request's id", id, last.Result.RequestID)
+	}
+
+	// /v1/capabilities says what this host's local sandbox guarantees.
+	creq, _ := http.NewRequest(http.MethodGet, url+"/v1/capabilities", nil)
+	creq.Header.Set("X-Runnel-Token", token)
+	cresp, err := client.Do(creq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var caps server.Capabilities
+	err = json.NewDecoder(cresp.Body).Decode(&caps)
+	cresp.Body.Close()
+	if err != nil || caps.Sandbox == nil || caps.Sandbox.ProcessContainment == "" || caps.Sandbox.Guarantee == "" ||
+		!strings.HasPrefix(caps.Sandbox.Guarantee, caps.Sandbox.ProcessContainment+":") || caps.Sandbox.LocalSeparation == "" {
+		t.Errorf("capabilities %+v (%v), want the sandbox's containment and separation", caps.Sandbox, err)
+	}
+	if os.Geteuid() == 0 && !strings.HasPrefix(caps.Sandbox.LocalSeparation, "none: runnel runs as root") {
+		t.Errorf("as root, localSeparation %q, want it to say a run can reach runnel", caps.Sandbox.LocalSeparation)
+	}
+	if os.Geteuid() == 0 && !strings.Contains(stderr.String(), "runnel runs as root") {
+		t.Error("runnel runs as root and did not warn at start-up")
 	}
 
 	// The real manager refuses a request with no user text before emitting.

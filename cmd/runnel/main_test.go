@@ -21,6 +21,7 @@ import (
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/run"
 	"github.com/runnel/runnel/internal/server"
+	"github.com/runnel/runnel/internal/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -47,24 +48,6 @@ func (f *fakeRunner) Run(ctx context.Context, req *runnel.RunRequest, sink runne
 	return &runnel.Result{OK: true, Status: runnel.StatusCompleted, Output: text, StopReason: runnel.StopEndTurn}, nil
 }
 
-// syncBuffer is a stderr written by server goroutines and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type ran struct {
 	Code           int
 	Stdout, Stderr string
@@ -73,7 +56,7 @@ type ran struct {
 // runMain runs one command to completion in-process.
 func runMain(t *testing.T, env map[string]string, stdin string, runner *fakeRunner, args ...string) ran {
 	t.Helper()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testlog.Buffer
 	m := &Main{Stdin: strings.NewReader(stdin), Stdout: &stdout, Stderr: &stderr, Getenv: mapEnv(env)}
 	if runner != nil {
 		m.NewRunner = func(o *run.Options) Runner { runner.opts = o; return runner }
@@ -142,9 +125,9 @@ func TestServeStartupRefusals(t *testing.T) {
 // startDaemon runs `runnel serve` on a free loopback port until the
 // returned stop, which waits for the exit code. A nil runner means the
 // real run manager.
-func startDaemon(t *testing.T, env map[string]string, runner *fakeRunner) (url string, stderr *syncBuffer, stop func() int) {
+func startDaemon(t *testing.T, env map[string]string, runner *fakeRunner) (url string, stderr *testlog.Buffer, stop func() int) {
 	t.Helper()
-	stderr = &syncBuffer{}
+	stderr = &testlog.Buffer{}
 	addrs := make(chan net.Addr, 1)
 	m := &Main{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: stderr, Getenv: mapEnv(env),
 		Listening: func(a net.Addr) { addrs <- a }}

@@ -9,13 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/llmtest"
 	"github.com/runnel/runnel/internal/mcp"
+	"github.com/runnel/runnel/internal/testlog"
 )
 
 // The attacks of the security review on permissions and approvals, each
@@ -326,7 +326,7 @@ func TestMCPURLCredentialsAreSecrets(t *testing.T) {
 	req.CustomTools = []runnel.ToolSpec{callbackTool("get_weather")}
 	req.ToolCallback = &runnel.ToolCallback{Endpoint: p.srv.URL + "/tools/call"}
 	req.McpServers = []runnel.McpServer{{Name: "m", Connection: &runnel.McpConnection{Type: "http", URL: "https://127.0.0.1:1/mcp/" + key + "/sse"}}}
-	logs := &lockedBuffer{}
+	logs := &testlog.Buffer{}
 	m := NewManager(&Options{Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		MCPGuard: mcp.GuardOptions{HostAllowlist: []string{"127.0.0.1"}}})
 	res, err := overHTTP(t, m).Run(context.Background(), req, nil)
@@ -340,22 +340,4 @@ func TestMCPURLCredentialsAreSecrets(t *testing.T) {
 	if got := resultOf(t, res, "call_w").OutputText(); !strings.Contains(got, "[REDACTED]") {
 		t.Errorf("tool result %q, want the key redacted", got)
 	}
-}
-
-// lockedBuffer collects log lines written from several goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,19 +1,16 @@
 package server
 
 import (
-	"bytes"
 	stdcmp "cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/testlog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -109,28 +107,6 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
-// logBuffer collects log output written from server goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
 func TestHealthIsOpen(t *testing.T) {
 	ts := newTestServer(t, helloRunner(), &Options{Token: "s3cret-token", Version: "1.2.3",
 		Harnesses: []string{"native"}, Features: []string{"ndjson"}})
@@ -192,8 +168,8 @@ func TestAuth(t *testing.T) {
 		{"x-agenta-runner-token", []string{"X-Agenta-Runner-Token", token}, http.StatusOK},
 		{"one good of two", []string{"Authorization", "Bearer nope", "X-Runnel-Token", token}, http.StatusOK},
 	}
-	var logs logBuffer
-	ts := newTestServer(t, helloRunner(), &Options{Token: token, Logger: logs.logger()})
+	var logs testlog.Buffer
+	ts := newTestServer(t, helloRunner(), &Options{Token: token, Logger: logs.Logger()})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, body := do(t, ts, http.MethodPost, "/run", hiRequest, tt.header...)
@@ -271,12 +247,12 @@ func TestErrorAnswers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var logs logBuffer
+			var logs testlog.Buffer
 			r := tt.runner
 			if r == nil {
 				r = helloRunner()
 			}
-			ts := newTestServer(t, r, &Options{MaxBodyBytes: 80, Logger: logs.logger()})
+			ts := newTestServer(t, r, &Options{MaxBodyBytes: 80, Logger: logs.Logger()})
 			method, path := stdcmp.Or(tt.method, http.MethodPost), stdcmp.Or(tt.path, "/run")
 			resp, body := do(t, ts, method, path, tt.body)
 			if resp.StatusCode != tt.status {
@@ -308,9 +284,9 @@ func TestErrorAnswers(t *testing.T) {
 }
 
 func TestInternalDetailsStayInTheLog(t *testing.T) {
-	var logs logBuffer
+	var logs testlog.Buffer
 	ts := newTestServer(t, resultRunner(nil, runnel.Errorf(runnel.CodeInternal, "db at 10.0.0.7 exploded")),
-		&Options{Logger: logs.logger()})
+		&Options{Logger: logs.Logger()})
 	_, body := do(t, ts, http.MethodPost, "/run", hiRequest)
 	if strings.Contains(string(body), "10.0.0.7") {
 		t.Errorf("the caller sees internals: %s", body)

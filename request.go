@@ -31,6 +31,11 @@ type RunRequest struct {
 	Provider           string            `json:"provider,omitempty"`
 	Endpoint           *Endpoint         `json:"endpoint,omitempty"`
 	Secrets            map[string]string `json:"secrets,omitempty"`
+	// ModelConnection is Agenta v0.113's form of provider, endpoint and
+	// secrets (DESIGN §3.7); when present it wins over them.
+	ModelConnection *ModelConnection `json:"modelConnection,omitempty"`
+	// ModelCapabilities says what the model accepts beyond text.
+	ModelCapabilities *ModelCapabilities `json:"modelCapabilities,omitempty"`
 	Messages           []Message         `json:"messages,omitempty"`
 	SystemPrompt       string            `json:"systemPrompt,omitempty"`
 	AppendSystemPrompt string            `json:"appendSystemPrompt,omitempty"`
@@ -62,7 +67,55 @@ type RunRequest struct {
 type Endpoint struct {
 	BaseURL    string            `json:"baseUrl,omitempty"`
 	APIVersion string            `json:"apiVersion,omitempty"`
+	Region     string            `json:"region,omitempty"`
 	Headers    map[string]string `json:"headers,omitempty"`
+}
+
+// ModelConnection is how a model is reached, as Agenta v0.113 sends it:
+// the provider family, how it is deployed, where, and the credentials.
+type ModelConnection struct {
+	Provider   string    `json:"provider,omitempty"`
+	Deployment string    `json:"deployment,omitempty"`
+	Endpoint   *Endpoint `json:"endpoint,omitempty"`
+	// CredentialMode is "env" (the credentials are in Credentials),
+	// "runtime_provided" (the runner supplies them from its own
+	// configuration) or "none".
+	CredentialMode string       `json:"credentialMode,omitempty"`
+	Credentials    []Credential `json:"credentials,omitempty"`
+}
+
+// The credential modes of a ModelConnection.
+const (
+	CredentialModeEnv             = "env"
+	CredentialModeRuntimeProvided = "runtime_provided"
+	CredentialModeNone            = "none"
+)
+
+// Credential is one secret value and where it goes: an environment
+// variable name (Binding.Kind "environment") or an HTTP header
+// ("header"). Its value is a secret of the run.
+type Credential struct {
+	Binding CredentialBinding `json:"binding"`
+	Value   string            `json:"value"`
+	Usage   string            `json:"usage,omitempty"`
+}
+
+// CredentialBinding names where a credential is put.
+type CredentialBinding struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// The binding kinds of a Credential.
+const (
+	BindingEnvironment = "environment"
+	BindingHeader      = "header"
+)
+
+// ModelCapabilities says what a model takes as input: "text", "image",
+// "file", …
+type ModelCapabilities struct {
+	InputModalities []string `json:"inputModalities,omitempty"`
 }
 
 // ToolCallback is where callback tools are executed (DESIGN §4.2).
@@ -144,11 +197,14 @@ type McpServer struct {
 	Env       map[string]string `json:"env,omitempty"`
 }
 
-// McpConnection says how an MCP server is reached.
+// McpConnection says how an MCP server is reached. Credentials with
+// binding kind "header" are sent as headers, like Headers, and are secrets
+// of the run.
 type McpConnection struct {
-	Type    string            `json:"type,omitempty"`
-	URL     string            `json:"url,omitempty"`
-	Headers map[string]string `json:"headers,omitempty"`
+	Type        string            `json:"type,omitempty"`
+	URL         string            `json:"url,omitempty"`
+	Headers     map[string]string `json:"headers,omitempty"`
+	Credentials []Credential      `json:"credentials,omitempty"`
 	Command string            `json:"command,omitempty"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`

@@ -45,6 +45,9 @@ type Config struct {
 	CgroupParent string
 	// InteractionTTL is how long a signed approval stays valid.
 	InteractionTTL time.Duration
+	// ProviderKeys are the operator's provider keys (RUNNEL_PROVIDER_KEYS_FILE),
+	// for requests whose credentials the host provides; never logged.
+	ProviderKeys map[string]string
 	// InteractionSecret signs interactions (RUNNEL_INTERACTION_SECRET, no
 	// flag so it never shows in ps); never logged.
 	InteractionSecret string
@@ -90,6 +93,7 @@ func settings() []struct {
 		{"run", s{"containment", "RUNNEL_CONTAINMENT", "auto", "how every process a run starts is ended: auto (the strongest this host allows), cgroup, subreaper or process-group", "mechanism"}},
 		{"run", s{"cgroup-parent", "RUNNEL_CGROUP_PARENT", "", "cgroup v2 directory under which runnel makes a cgroup per command (default: runnel's own cgroup)", "dir"}},
 		{"run", s{"interaction-ttl", "RUNNEL_INTERACTION_TTL", "24h", "how long a signed approval stays valid after runnel asked", "duration"}},
+		{"run", s{"provider-keys-file", "RUNNEL_PROVIDER_KEYS_FILE", "", "file of NAME=value lines (ANTHROPIC_API_KEY=…) for requests whose modelConnection.credentialMode is runtime_provided", "file"}},
 		{"log", s{"log-level", "RUNNEL_LOG_LEVEL", "info", "debug, info, warn or error", "level"}},
 		{"log", s{"log-format", "RUNNEL_LOG_FORMAT", "json", "json or text", "format"}},
 	}
@@ -259,6 +263,39 @@ func (c *config) token() string {
 	return tok
 }
 
+// providerKeys reads the provider keys file: one NAME=value a line, blank
+// lines and lines starting with # skipped. A bad line fails start-up with
+// its number, never its text (it may hold a key).
+func (c *config) providerKeys() map[string]string {
+	path := c.str("provider-keys-file")
+	if path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		c.errs = append(c.errs, fmt.Errorf("reading the provider keys file: %w", err))
+		return nil
+	}
+	keys := map[string]string{}
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, value, ok := strings.Cut(line, "=")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		if !ok || name == "" || value == "" || strings.ContainsAny(name, " \t") {
+			c.errs = append(c.errs, fmt.Errorf("%s line %d is not NAME=value", path, i+1))
+			continue
+		}
+		keys[name] = value
+	}
+	if len(keys) == 0 {
+		c.errs = append(c.errs, fmt.Errorf("the provider keys file %s holds no NAME=value line", path))
+	}
+	return keys
+}
+
 // badTokenRune is a rune a bearer token cannot hold (RFC 6750's b64token
 // has none of them, and a header would fold or trim them).
 func badTokenRune(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }
@@ -302,6 +339,7 @@ func (c *config) load() (*Config, error) {
 		}
 		cfg.CgroupParent = c.str("cgroup-parent")
 		cfg.InteractionTTL = c.duration("interaction-ttl")
+		cfg.ProviderKeys = c.providerKeys()
 		cfg.InteractionSecret = strings.TrimSpace(c.getenv("RUNNEL_INTERACTION_SECRET"))
 		if cfg.InteractionSecret != "" && len(cfg.InteractionSecret) < 16 {
 			c.errs = append(c.errs, errors.New("RUNNEL_INTERACTION_SECRET is shorter than 16 characters; generate one with: openssl rand -hex 32"))
@@ -344,7 +382,7 @@ func (cfg *Config) logger(w io.Writer) *slog.Logger {
 	if cfg.LogFormat == "text" {
 		h = slog.NewTextHandler(w, opts)
 	}
-	return slog.New(redact.New(cfg.Token, cfg.InteractionSecret).Handler(h))
+	return slog.New(redact.New(cfg.serverSecrets()...).Handler(h))
 }
 
 func (cfg *Config) runOptions(log *slog.Logger, h *host) *run.Options {
@@ -353,9 +391,10 @@ func (cfg *Config) runOptions(log *slog.Logger, h *host) *run.Options {
 		Containment:    h.containment,
 		ScriptLimiter:  h.scripts,
 		InteractionTTL: cfg.InteractionTTL,
+		ProviderKeys:   cfg.ProviderKeys,
 		// The server's own secrets are secrets of every run: a run's
 		// tools must not bring them into its events.
-		ServerSecrets:     []string{cfg.Token, cfg.InteractionSecret},
+		ServerSecrets:     cfg.serverSecrets(),
 		MaxSteps:          cfg.MaxSteps,
 		MaxStepBytes:      cfg.MaxStepBytes,
 		MaxRunBytes:       cfg.MaxRunBytes,
@@ -368,6 +407,16 @@ func (cfg *Config) runOptions(log *slog.Logger, h *host) *run.Options {
 		InteractionSecret: cfg.interactionSecret(),
 		MCPGuard:          mcp.GuardOptions{HostAllowlist: cfg.MCPHostAllowlist},
 	}
+}
+
+// serverSecrets are the values every run redacts: the token, the
+// interaction secret, and the operator's provider keys.
+func (cfg *Config) serverSecrets() []string {
+	out := []string{cfg.Token, cfg.InteractionSecret}
+	for _, v := range cfg.ProviderKeys {
+		out = append(out, v)
+	}
+	return out
 }
 
 // interactionSecret is nil when signing is off, never an empty key.

@@ -41,6 +41,14 @@ func TestConfig(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("  file-token-1234\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	keysFile := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keysFile, []byte("# provider keys\nANTHROPIC_API_KEY = sk-ant-1234\n\nOPENAI_API_KEY=sk-oa=5678\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badKeysFile := filepath.Join(t.TempDir(), "bad-keys")
+	if err := os.WriteFile(badKeysFile, []byte("ANTHROPIC_API_KEY=sk-ant-1234\nsk-oa-secret-without-a-name\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	emptyFile := filepath.Join(t.TempDir(), "empty")
 	if err := os.WriteFile(emptyFile, []byte("\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -118,6 +126,13 @@ func TestConfig(t *testing.T) {
 			err: "RUNNEL_TOKEN holds a space or a control character, which no Authorization header can carry; generate one with: openssl rand -hex 32"},
 		{name: "unknown containment", env: map[string]string{"RUNNEL_CONTAINMENT": "chroot"},
 			err: `RUNNEL_CONTAINMENT="chroot" is not a containment; use auto, cgroup, subreaper or process-group`},
+		{name: "provider keys", env: map[string]string{"RUNNEL_PROVIDER_KEYS_FILE": keysFile},
+			want: with(func(c *Config) {
+				c.ProviderKeys = map[string]string{"ANTHROPIC_API_KEY": "sk-ant-1234", "OPENAI_API_KEY": "sk-oa=5678"}
+			})},
+		// The line is named by its number, never shown: it may hold a key.
+		{name: "a provider keys line without a name", env: map[string]string{"RUNNEL_PROVIDER_KEYS_FILE": badKeysFile},
+			err: badKeysFile + " line 2 is not NAME=value"},
 		{name: "empty token file", env: map[string]string{"RUNNEL_TOKEN_FILE": emptyFile},
 			err: "the token file " + emptyFile + " is empty"},
 		{name: "missing token file", env: map[string]string{"RUNNEL_TOKEN_FILE": "/nonexistent/token"},

@@ -132,9 +132,12 @@ func TestServeWithTheRealManager(t *testing.T) {
 		t.Error("runnel runs as root and did not warn at start-up")
 	}
 
-	// The real manager refuses a request with no user text before emitting.
+	// The real manager refuses a request with no user text before running.
+	// On a stream the refusal comes inside it, where a stream client reads
+	// the sentence instead of dropping a 4xx's body.
 	resp, body = post(`{"model":"openai/gpt-test","secrets":{"OPENAI_API_KEY":"` + fakeKey + `"},"messages":[]}`)
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, `"errorCode":"invalid_request"`) {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `{"type":"error","message":"No user message to send (prompt/messages empty).","code":"invalid_request"}`) ||
+		!strings.Contains(body, `"ok":false,"status":"failed"`) || !strings.Contains(body, `"errorCode":"invalid_request"`) {
 		t.Errorf("refusal answered %d: %s", resp.StatusCode, body)
 	}
 

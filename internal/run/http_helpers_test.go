@@ -22,9 +22,12 @@ type runner interface {
 
 // httpRunner runs requests the way a platform does: JSON posted to
 // /run over a real socket, NDJSON read back. Every event reaches the sink
-// as the platform decodes it, and the result is the closing record; a
-// refusal (a 4xx before the stream) comes back as the *runnel.Error its
-// body describes.
+// as the platform decodes it, and the result is the closing record. A
+// refusal comes back as the *runnel.Error it describes, as Manager.Run
+// returns it, so the two runners are interchangeable in tests: a 4xx
+// before the stream, or a stream that is only the refusal (an error event,
+// done, and a failed result whose code is invalid_request or refused),
+// whose two events then do not reach the sink.
 type httpRunner struct {
 	url    string
 	client *http.Client
@@ -66,6 +69,14 @@ func (h *httpRunner) Run(ctx context.Context, req *runnel.RunRequest, sink runne
 		return nil, &runnel.Error{Code: res.ErrorCode, Message: res.Error}
 	}
 	var res *runnel.Result
+	// The first two events are held until they cannot be a refusal's.
+	var held []runnel.Event
+	holding := true
+	emit := func(e runnel.Event) {
+		if sink != nil {
+			sink.Emit(e)
+		}
+	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
@@ -77,8 +88,14 @@ func (h *httpRunner) Run(ctx context.Context, req *runnel.RunRequest, sink runne
 			return nil, fmt.Errorf("a line that is not a record: %q: %w", sc.Text(), err)
 		}
 		switch {
-		case rec.Kind == server.RecordEvent && rec.Event != nil && sink != nil:
-			sink.Emit(*rec.Event)
+		case rec.Kind == server.RecordEvent && rec.Event != nil && holding && len(held) < 2:
+			held = append(held, *rec.Event)
+		case rec.Kind == server.RecordEvent && rec.Event != nil:
+			for _, e := range held {
+				emit(e)
+			}
+			held, holding = nil, false
+			emit(*rec.Event)
 		case rec.Kind == server.RecordResult && rec.Result != nil:
 			res = rec.Result
 		}
@@ -89,5 +106,18 @@ func (h *httpRunner) Run(ctx context.Context, req *runnel.RunRequest, sink runne
 	if res == nil {
 		return nil, fmt.Errorf("HTTP %d without a result record", resp.StatusCode)
 	}
+	if refusal(held, res) {
+		return nil, &runnel.Error{Code: res.ErrorCode, Message: res.Error}
+	}
+	for _, e := range held {
+		emit(e)
+	}
 	return res, nil
+}
+
+// refusal reports whether a stream was only a refusal: error, done and a
+// failed result with a refusal's code.
+func refusal(events []runnel.Event, res *runnel.Result) bool {
+	return !res.OK && (res.ErrorCode == runnel.CodeInvalidRequest || res.ErrorCode == runnel.CodeRefused) &&
+		len(events) == 2 && events[0].Type == runnel.EventError && events[1].Type == runnel.EventDone
 }

@@ -30,13 +30,15 @@ type modelRef struct {
 	cfg provider.Config
 }
 
-// resolveModel reads model, provider, endpoint and secrets (DESIGN §3.1).
-func resolveModel(req *runnel.RunRequest) (*modelRef, error) {
+// resolveModel reads the model and its connection (DESIGN §3.1, §3.7).
+// keys are the operator's provider keys, for a connection whose
+// credentials the host provides.
+func resolveModel(req *runnel.RunRequest, conn connection, keys map[string]string) (*modelRef, error) {
 	model := strings.TrimSpace(req.Model)
 	if model == "" {
 		return nil, invalid(`No model given: set "model" to "provider/model-id" (for example "openai/gpt-5" or "anthropic/claude-sonnet-4-5").`)
 	}
-	ref := &modelRef{provider: strings.ToLower(strings.TrimSpace(req.Provider)), id: model}
+	ref := &modelRef{provider: strings.ToLower(strings.TrimSpace(conn.provider)), id: model}
 	switch {
 	case ref.provider != "":
 		// "openai" + "openai/gpt-5" names the provider twice; any other
@@ -59,9 +61,9 @@ func resolveModel(req *runnel.RunRequest) (*modelRef, error) {
 		return nil, invalid("Provider %q is not a valid provider name.", ref.provider)
 	}
 	var baseURL string
-	if req.Endpoint != nil {
-		baseURL = strings.TrimSpace(req.Endpoint.BaseURL)
-		ref.cfg = provider.Config{BaseURL: baseURL, APIVersion: req.Endpoint.APIVersion, Headers: req.Endpoint.Headers}
+	if ep := conn.endpoint; ep != nil {
+		baseURL = strings.TrimSpace(ep.BaseURL)
+		ref.cfg = provider.Config{BaseURL: baseURL, APIVersion: ep.APIVersion, Headers: ep.Headers}
 	}
 	keyName := "OPENAI_API_KEY"
 	switch ref.provider {
@@ -76,13 +78,26 @@ func resolveModel(req *runnel.RunRequest) (*modelRef, error) {
 		ref.api = APIOpenAIChat
 		keyName = envName(ref.provider) + "_API_KEY"
 	}
-	key, ok := secret(req.Secrets, keyName)
+	secrets := conn.secrets
+	if conn.runtime {
+		if len(keys) == 0 {
+			return nil, invalid("The request asks runnel to provide the credential for provider %q (modelConnection.credentialMode \"runtime_provided\"), but this runnel has no provider keys: set RUNNEL_PROVIDER_KEYS_FILE on the server to a file of NAME=value lines (%s=…), or send the credential in modelConnection.credentials.", ref.provider, keyName)
+		}
+		secrets = keys
+	}
+	key, ok := secret(secrets, keyName)
 	if !ok && ref.api == APIOpenAIChat && keyName != "OPENAI_API_KEY" {
-		key, ok = secret(req.Secrets, "OPENAI_API_KEY")
+		key, ok = secret(secrets, "OPENAI_API_KEY")
 	}
 	// A custom endpoint may need no key (Ollama, llama.cpp, a proxy that
 	// adds its own); the provider's own API always does.
-	if !ok && baseURL == "" {
+	switch {
+	case ok || baseURL != "":
+	case conn.runtime:
+		return nil, invalid("This runnel's provider keys (RUNNEL_PROVIDER_KEYS_FILE) hold no %s for provider %q; add it there, or send the credential in modelConnection.credentials.", keyName, ref.provider)
+	case conn.fromConnection:
+		return nil, invalid("No API key for provider %q: add a credential bound to the environment variable %s to modelConnection.credentials.", ref.provider, keyName)
+	default:
 		return nil, invalid("No API key for provider %q: set secrets.%s.", ref.provider, keyName)
 	}
 	ref.cfg.APIKey = key

@@ -90,7 +90,7 @@ func (m *Manager) plan(req *runnel.RunRequest, runID string) (*plan, error) {
 	if err := m.planTools(p); err != nil {
 		return nil, err
 	}
-	ref, err := resolveModel(req)
+	ref, err := resolveModel(req, connectionOf(req), m.opts.ProviderKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -345,7 +345,7 @@ func schemaSubject(schema json.RawMessage) func(json.RawMessage) *string {
 // of an MCP URL that look like credentials (a key in its path or query),
 // and the OTLP exporter headers of telemetry.
 func secretValues(req *runnel.RunRequest) []string {
-	var out []string
+	out := credentialValues(req)
 	for _, v := range req.Secrets {
 		out = append(out, v)
 	}

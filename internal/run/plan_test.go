@@ -123,7 +123,19 @@ func TestRefusals(t *testing.T) {
 			`No API key for provider "anthropic": set secrets.ANTHROPIC_API_KEY.`},
 		{"missing Responses key", func(r *runnel.RunRequest) { r.Model, r.Secrets = "gpt-5", nil; r.Provider = "openai-responses" },
 			`No API key for provider "openai-responses": set secrets.OPENAI_API_KEY.`},
+		{"modelConnection without the key", func(r *runnel.RunRequest) {
+			r.ModelConnection = &runnel.ModelConnection{Provider: "openai", CredentialMode: "env"}
+		}, `No API key for provider "openai": add a credential bound to the environment variable OPENAI_API_KEY to modelConnection.credentials.`},
+		// The host's own environment is never read by accident: without
+		// the setting there is no key, whatever runnel's environment holds.
+		{"runtime_provided without provider keys", func(r *runnel.RunRequest) {
+			r.ModelConnection = &runnel.ModelConnection{Provider: "anthropic", CredentialMode: "runtime_provided"}
+			r.Model = "claude-sonnet-4-6"
+		}, `The request asks runnel to provide the credential for provider "anthropic" (modelConnection.credentialMode "runtime_provided"), but this runnel has no provider keys: set RUNNEL_PROVIDER_KEYS_FILE on the server to a file of NAME=value lines (ANTHROPIC_API_KEY=…), or send the credential in modelConnection.credentials.`},
 	}
+	// runnel's own environment is never a source of keys.
+	t.Setenv("ANTHROPIC_API_KEY", "sk-from-runnels-own-environment")
+	t.Setenv("OPENAI_API_KEY", "sk-from-runnels-own-environment")
 	m := NewManager(&Options{NewModel: unreachable})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,10 +187,27 @@ func TestResolveModel(t *testing.T) {
 			modelRef{provider: "local-llm", id: "qwen", api: APIOpenAIChat, cfg: provider.Config{BaseURL: "http://127.0.0.1:11434/v1", APIKey: "k"}}},
 		{"a custom endpoint needs no key", runnel.RunRequest{Model: "ollama/llama3", Endpoint: &runnel.Endpoint{BaseURL: "http://127.0.0.1:11434/v1"}},
 			modelRef{provider: "ollama", id: "llama3", api: APIOpenAIChat, cfg: provider.Config{BaseURL: "http://127.0.0.1:11434/v1"}}},
+		{"modelConnection, as Agenta v0.113 sends it", runnel.RunRequest{Model: "claude-sonnet-4-6", ModelConnection: &runnel.ModelConnection{
+			Provider: "anthropic", Deployment: "direct", CredentialMode: "env",
+			Credentials: []runnel.Credential{{Binding: runnel.CredentialBinding{Kind: "environment", Name: "ANTHROPIC_API_KEY"}, Value: "sk-ant", Usage: "opaque_http"}},
+			Endpoint:    &runnel.Endpoint{BaseURL: "https://api.anthropic.com"}}},
+			modelRef{provider: "anthropic", id: "claude-sonnet-4-6", api: APIAnthropic, cfg: provider.Config{BaseURL: "https://api.anthropic.com", APIKey: "sk-ant"}}},
+		{"modelConnection wins over the top-level fields", runnel.RunRequest{Model: "gpt-5", Provider: "anthropic",
+			Endpoint: &runnel.Endpoint{BaseURL: "https://old.example"}, Secrets: map[string]string{"OPENAI_API_KEY": "old"},
+			ModelConnection: &runnel.ModelConnection{Provider: "openai", CredentialMode: "env",
+				Credentials: []runnel.Credential{{Binding: runnel.CredentialBinding{Kind: "environment", Name: "OPENAI_API_KEY"}, Value: "new"},
+					{Binding: runnel.CredentialBinding{Kind: "header", Name: "X-Gateway-Key"}, Value: "gw"}},
+				Endpoint: &runnel.Endpoint{BaseURL: "https://gw.example/v1", APIVersion: "2025-01-01", Headers: map[string]string{"X-Team": "t"}}}},
+			modelRef{provider: "openai", id: "gpt-5", api: APIOpenAIChat, cfg: provider.Config{BaseURL: "https://gw.example/v1", APIKey: "new",
+				APIVersion: "2025-01-01", Headers: map[string]string{"X-Team": "t", "X-Gateway-Key": "gw"}}}},
+		{"runtime_provided takes the operator's key", runnel.RunRequest{Model: "anthropic/claude-sonnet-4-6",
+			ModelConnection: &runnel.ModelConnection{Provider: "anthropic", Deployment: "direct", CredentialMode: "runtime_provided", Credentials: []runnel.Credential{}}},
+			modelRef{provider: "anthropic", id: "claude-sonnet-4-6", api: APIAnthropic, cfg: provider.Config{APIKey: "operator-ant"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := resolveModel(&tt.req)
+			keys := map[string]string{"ANTHROPIC_API_KEY": "operator-ant"}
+			got, err := resolveModel(&tt.req, connectionOf(&tt.req), keys)
 			if err != nil {
 				t.Fatal(err)
 			}

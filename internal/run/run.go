@@ -112,6 +112,13 @@ type Options struct {
 	// same approval sent again within it runs its call again (docs/
 	// pause-resume.md says what that means for a platform).
 	InteractionTTL time.Duration
+	// ProviderKeys are the operator's provider keys by environment-variable
+	// name (ANTHROPIC_API_KEY=…), for requests whose modelConnection says
+	// the host provides the credential (credentialMode
+	// "runtime_provided"). They are never read from runnel's own
+	// environment; main reads them from RUNNEL_PROVIDER_KEYS_FILE, and they
+	// belong in ServerSecrets too.
+	ProviderKeys map[string]string
 	// ServerSecrets are the server's own secrets (its token, the
 	// interaction secret): every run redacts them like its own, since a
 	// run's tools could otherwise bring them into its events.

@@ -161,10 +161,21 @@ func TestNDJSONStatusBeforeTheFirstByte(t *testing.T) {
 		ctype  string
 		want   func(id string) string
 	}{
+		// A refusal is answered inside the stream: stream clients drop the
+		// body of a 4xx, and the person would see only "HTTP 400".
 		{"refusal", resultRunner(nil, runnel.Errorf(runnel.CodeRefused, "Filesystem sandbox policy is not enforceable")),
-			400, "application/json", func(id string) string {
-				return `{"ok":false,"status":"failed","output":"","messages":[],"usage":{"input":0,"output":0,"total":0,"cost":0},"interactions":[],"requestId":"` +
-					id + `","error":"Filesystem sandbox policy is not enforceable","errorCode":"refused"}` + "\n"
+			200, "application/x-ndjson", func(id string) string {
+				return `{"kind":"event","event":{"type":"error","message":"Filesystem sandbox policy is not enforceable","code":"refused"}}` + "\n" +
+					`{"kind":"event","event":{"type":"done","stopReason":"error"}}` + "\n" +
+					`{"kind":"result","result":{"ok":false,"status":"failed","output":"","messages":[],"usage":{"input":0,"output":0,"total":0,"cost":0},"stopReason":"error","interactions":[],"requestId":"` +
+					id + `","error":"Filesystem sandbox policy is not enforceable","errorCode":"refused"}}` + "\n"
+			}},
+		{"internal failure before the run", resultRunner(nil, errors.New("workspace: disk full")),
+			200, "application/x-ndjson", func(id string) string {
+				return `{"kind":"event","event":{"type":"error","message":"internal error (request ` + id + `)","code":"internal"}}` + "\n" +
+					`{"kind":"event","event":{"type":"done","stopReason":"error"}}` + "\n" +
+					`{"kind":"result","result":{"ok":false,"status":"failed","output":"","messages":[],"usage":{"input":0,"output":0,"total":0,"cost":0},"stopReason":"error","interactions":[],"requestId":"` +
+					id + `","error":"internal error (request ` + id + `)","errorCode":"internal"}}` + "\n"
 			}},
 		{"failed result without events", resultRunner(&runnel.Result{Status: runnel.StatusFailed, Error: "model said no", ErrorCode: runnel.CodeProviderError}, nil),
 			500, "application/x-ndjson", func(id string) string {
@@ -200,9 +211,9 @@ func TestNDJSONFailureAfterTheFirstByte(t *testing.T) {
 		{name: "failed result", res: &runnel.Result{Status: runnel.StatusFailed, Error: "stream cut", ErrorCode: runnel.CodeProviderError},
 			result: &runnel.Result{Status: runnel.StatusFailed, Error: "stream cut", ErrorCode: runnel.CodeProviderError}},
 		{name: "late refusal", err: runnel.Errorf(runnel.CodeRefused, "no"),
-			events: []runnel.Event{{Type: runnel.EventError, Message: "no", Code: runnel.CodeRefused}},
+			events: []runnel.Event{{Type: runnel.EventError, Message: "no", Code: runnel.CodeRefused}, {Type: runnel.EventDone, StopReason: runnel.StopError}},
 			result: &runnel.Result{Status: runnel.StatusFailed, Messages: []runnel.Message{}, Interactions: []runnel.Interaction{},
-				Error: "no", ErrorCode: runnel.CodeRefused}},
+				StopReason: runnel.StopError, Error: "no", ErrorCode: runnel.CodeRefused}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

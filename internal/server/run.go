@@ -110,10 +110,13 @@ func (s *Server) oneShot(w http.ResponseWriter, r *http.Request, req *runnel.Run
 	s.writeJSON(w, r, StatusOf(res), res)
 }
 
-// stream answers with NDJSON (DESIGN §3.5). The status line waits for the
-// first record, so a refusal before any event still gets its own status.
-// A keep-alive also starts the stream (as 200): after that much silence
-// the run is under way, and proxies must see bytes.
+// stream answers with NDJSON (DESIGN §3.5). A refusal comes inside the
+// stream too (DESIGN §3.3): status 200, an error event, done, and the
+// result record with the sentence and the code, exactly like a run that
+// failed. Stream clients (Agenta's among them) discard the body of a 4xx
+// and show the person only its status; inside the stream the sentence
+// reaches whoever can act on it. Only what is decided before the run
+// (undecodable JSON, authentication, size, capacity) keeps its status.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *runnel.RunRequest) {
 	id := requestIDOf(r)
 	rc := http.NewResponseController(w)
@@ -137,16 +140,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *runnel.RunR
 	res, err := s.run(ctx, req, nw)
 	stopKeepAlive()
 	if err != nil {
-		if !nw.Started() {
-			s.writeError(w, r, err)
-			return
-		}
-		// A Runner refuses before emitting; one that failed later anyway
-		// still ends the stream the documented way: an error event, then
-		// the result.
 		s.logError(r, id, err)
 		_, res = ErrorResponse(err, id)
+		res.StopReason = runnel.StopError
+		if res.Status == runnel.StatusCancelled {
+			res.StopReason = runnel.StopCancelled
+		}
 		nw.Emit(runnel.Event{Type: runnel.EventError, Message: res.Error, Code: res.ErrorCode})
+		nw.Emit(runnel.Event{Type: runnel.EventDone, StopReason: res.StopReason})
 	}
 	fixResult(res, id)
 	// Nothing written yet means the run ended without a single event; the

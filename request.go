@@ -26,20 +26,20 @@ import (
 // matching for the same reason: a validator in front of runnel and runnel
 // must read one request, not two.
 type RunRequest struct {
-	Harness            string            `json:"harness,omitempty"`
-	Model              string            `json:"model,omitempty"`
-	Provider           string            `json:"provider,omitempty"`
-	Endpoint           *Endpoint         `json:"endpoint,omitempty"`
-	Secrets            map[string]string `json:"secrets,omitempty"`
+	Harness  string            `json:"harness,omitempty"`
+	Model    string            `json:"model,omitempty"`
+	Provider string            `json:"provider,omitempty"`
+	Endpoint *Endpoint         `json:"endpoint,omitempty"`
+	Secrets  map[string]string `json:"secrets,omitempty"`
 	// ModelConnection is Agenta v0.113's form of provider, endpoint and
 	// secrets (DESIGN §3.7); when present it wins over them.
 	ModelConnection *ModelConnection `json:"modelConnection,omitempty"`
 	// ModelCapabilities says what the model accepts beyond text.
-	ModelCapabilities *ModelCapabilities `json:"modelCapabilities,omitempty"`
-	Messages           []Message         `json:"messages,omitempty"`
-	SystemPrompt       string            `json:"systemPrompt,omitempty"`
-	AppendSystemPrompt string            `json:"appendSystemPrompt,omitempty"`
-	AgentsMd           string            `json:"agentsMd,omitempty"`
+	ModelCapabilities  *ModelCapabilities `json:"modelCapabilities,omitempty"`
+	Messages           []Message          `json:"messages,omitempty"`
+	SystemPrompt       string             `json:"systemPrompt,omitempty"`
+	AppendSystemPrompt string             `json:"appendSystemPrompt,omitempty"`
+	AgentsMd           string             `json:"agentsMd,omitempty"`
 	// Tools lists the builtin grants. Nil (absent) and empty ([]) differ:
 	// absent grants the default set, [] grants none.
 	Tools        []string      `json:"tools"`
@@ -205,9 +205,9 @@ type McpConnection struct {
 	URL         string            `json:"url,omitempty"`
 	Headers     map[string]string `json:"headers,omitempty"`
 	Credentials []Credential      `json:"credentials,omitempty"`
-	Command string            `json:"command,omitempty"`
-	Args    []string          `json:"args,omitempty"`
-	Env     map[string]string `json:"env,omitempty"`
+	Command     string            `json:"command,omitempty"`
+	Args        []string          `json:"args,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
 }
 
 // McpPolicy filters a server's tools and sets its permission.

@@ -21,6 +21,8 @@ const (
 	EventToolCall           EventType = "tool_call"
 	EventToolResult         EventType = "tool_result"
 	EventInteractionRequest EventType = "interaction_request"
+	// EventInteractionResponse says a resume consumed an answer.
+	EventInteractionResponse EventType = "interaction_response"
 	EventUsage              EventType = "usage"
 	EventError              EventType = "error"
 	EventDone               EventType = "done"
@@ -45,18 +47,25 @@ type Event struct {
 	Name   string
 	Input  json.RawMessage
 	Render json.RawMessage
-	// Output and IsError describe a tool_result.
+	// Output and IsError describe a tool_result; Denied marks one a
+	// person or the policy declined, so a frontend can show "declined"
+	// rather than "failed".
 	Output  json.RawMessage
 	IsError bool
+	Denied  bool
 	// Interaction is the request of an interaction_request.
 	Interaction *Interaction
+	// Answer is the answer of an interaction_response.
+	Answer *InteractionAnswer
 	// Usage is the payload of a usage event.
 	Usage *Usage
 	// Message and Code describe an error event.
 	Message string
 	Code    ErrorCode
-	// StopReason ends the run in a done event.
+	// StopReason ends the run in a done event; TraceID names the run's
+	// trace there.
 	StopReason string
+	TraceID    string
 }
 
 // MarshalJSON writes the wire shape of the event's type.
@@ -93,8 +102,9 @@ func (e Event) MarshalJSON() ([]byte, error) {
 			ID      string          `json:"id"`
 			Output  json.RawMessage `json:"output"`
 			IsError bool            `json:"isError,omitempty"`
+			Denied  bool            `json:"denied,omitempty"`
 			Render  json.RawMessage `json:"render,omitempty"`
-		}{e.Type, e.ID, orNull(e.Output), e.IsError, e.Render})
+		}{e.Type, e.ID, orNull(e.Output), e.IsError, e.Denied, e.Render})
 	case EventInteractionRequest:
 		if e.Interaction == nil {
 			return nil, fmt.Errorf("interaction_request event without an interaction")
@@ -107,8 +117,19 @@ func (e Event) MarshalJSON() ([]byte, error) {
 			Payload interactionPayload `json:"payload"`
 		}{e.Type, it.ID, it.Kind, interactionPayload{
 			ToolCallID: it.ToolCallID, ToolName: it.ToolName, Input: orEmptyObject(it.Input),
-			Options: it.Options, Render: it.Render, Signature: it.Signature,
+			Options: it.Options, Render: it.Render, Signature: it.Signature, ToolCall: it.ToolCall,
 		}})
+	case EventInteractionResponse:
+		if e.Answer == nil {
+			return nil, fmt.Errorf("interaction_response event without an answer")
+		}
+		a := e.Answer
+		return json.Marshal(struct {
+			Type    EventType       `json:"type"`
+			ID      string          `json:"id"`
+			Kind    InteractionKind `json:"kind"`
+			Payload answerPayload   `json:"payload"`
+		}{e.Type, a.ID, a.Kind, answerPayload{ToolCallID: a.ToolCallID, Approved: a.Approved, Reason: a.Reason}})
 	case EventUsage:
 		u := Usage{}
 		if e.Usage != nil {
@@ -128,7 +149,8 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		return json.Marshal(struct {
 			Type       EventType `json:"type"`
 			StopReason string    `json:"stopReason"`
-		}{e.Type, e.StopReason})
+			TraceID    string    `json:"traceId,omitempty"`
+		}{e.Type, e.StopReason, e.TraceID})
 	}
 	return nil, fmt.Errorf("unknown event type %q", e.Type)
 }
@@ -145,18 +167,20 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 		Render     json.RawMessage    `json:"render"`
 		Output     json.RawMessage    `json:"output"`
 		IsError    bool               `json:"isError"`
+		Denied     bool               `json:"denied"`
 		Kind       InteractionKind    `json:"kind"`
 		Payload    interactionPayload `json:"payload"`
 		Message    string             `json:"message"`
 		Code       ErrorCode          `json:"code"`
 		StopReason string             `json:"stopReason"`
+		TraceID    string             `json:"traceId"`
 	}
 	if err := json.Unmarshal(data, &w); err != nil {
 		return err
 	}
 	*e = Event{Type: w.Type, ID: w.ID, Delta: w.Delta, Text: w.Text, Name: w.Name,
-		Input: w.Input, Render: w.Render, Output: w.Output, IsError: w.IsError,
-		Message: w.Message, Code: w.Code, StopReason: w.StopReason}
+		Input: w.Input, Render: w.Render, Output: w.Output, IsError: w.IsError, Denied: w.Denied,
+		Message: w.Message, Code: w.Code, StopReason: w.StopReason, TraceID: w.TraceID}
 	switch w.Type {
 	case EventUsage:
 		var u Usage
@@ -167,9 +191,25 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	case EventInteractionRequest:
 		p := w.Payload
 		e.Interaction = &Interaction{ID: w.ID, Kind: w.Kind, ToolCallID: p.ToolCallID, ToolName: p.ToolName,
-			Input: p.Input, Options: p.Options, Render: p.Render, Signature: p.Signature}
+			Input: p.Input, Options: p.Options, Render: p.Render, Signature: p.Signature, ToolCall: p.ToolCall}
+	case EventInteractionResponse:
+		var a struct {
+			Payload answerPayload `json:"payload"`
+		}
+		if err := json.Unmarshal(data, &a); err != nil {
+			return err
+		}
+		e.Answer = &InteractionAnswer{ID: w.ID, Kind: w.Kind, ToolCallID: a.Payload.ToolCallID,
+			Approved: a.Payload.Approved, Reason: a.Payload.Reason}
+		e.ID = ""
 	}
 	return nil
+}
+
+type answerPayload struct {
+	ToolCallID string `json:"toolCallId"`
+	Approved   bool   `json:"approved"`
+	Reason     string `json:"reason,omitempty"`
 }
 
 type interactionPayload struct {
@@ -179,6 +219,8 @@ type interactionPayload struct {
 	Options    []string        `json:"options,omitempty"`
 	Render     json.RawMessage `json:"render,omitempty"`
 	Signature  string          `json:"signature,omitempty"`
+	// ToolCall is what Agenta's frontend draws an approval from.
+	ToolCall *InteractionToolCall `json:"toolCall,omitempty"`
 }
 
 func orEmptyObject(raw json.RawMessage) json.RawMessage {

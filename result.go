@@ -83,6 +83,30 @@ type Interaction struct {
 	Options    []string        `json:"options,omitempty"`
 	Render     json.RawMessage `json:"render,omitempty"`
 	Signature  string          `json:"signature,omitempty"`
+	// ToolCall describes the call for a frontend that draws it (Agenta's):
+	// its id, a title, the arguments as the model wrote them, and the
+	// name a permission rule knows it by.
+	ToolCall *InteractionToolCall `json:"toolCall,omitempty"`
+}
+
+// InteractionToolCall is the call an approval asks about, as Agenta's
+// frontend reads it.
+type InteractionToolCall struct {
+	ToolCallID   string          `json:"toolCallId"`
+	Title        string          `json:"title"`
+	RawInput     json.RawMessage `json:"rawInput"`
+	ResolvedName string          `json:"resolvedName"`
+}
+
+// InteractionAnswer is an answer a resume consumed: the
+// interaction_response event, so a platform can settle the request it
+// showed.
+type InteractionAnswer struct {
+	ID         string
+	Kind       InteractionKind
+	ToolCallID string
+	Approved   bool
+	Reason     string
 }
 
 // Capabilities are a harness's feature flags, as the platform reads them.

@@ -36,6 +36,10 @@ type ToolSpec struct {
 	CallRef         string            `json:"callRef,omitempty"`
 	Call            *DirectCall       `json:"call,omitempty"`
 	ContextBindings map[string]string `json:"contextBindings,omitempty"`
+	// EphemeralArgs are top-level argument names removed before a call
+	// leaves runnel: the permission decision and the interaction see them,
+	// the platform does not.
+	EphemeralArgs []string `json:"ephemeralArgs,omitempty"`
 	TimeoutMs       int64             `json:"timeoutMs,omitempty"`
 	Render          json.RawMessage   `json:"render,omitempty"`
 	ReadOnly        *bool             `json:"readOnly,omitempty"`

@@ -150,7 +150,8 @@ func classify(b runnel.Block, isClient func() bool) ResultClass {
 type Approval struct {
 	Approved bool
 	Reason   string
-	// InteractionID and Signature are echoed from the interaction when
+	// InteractionID and Signature are echoed from the interaction (the id
+	// may come as Agenta's interactionToken); the signature only when
 	// signing is on.
 	InteractionID string
 	Signature     string
@@ -180,12 +181,18 @@ func ReadApproval(output json.RawMessage) (Approval, bool) {
 		Approved      *bool  `json:"approved"`
 		Reason        string `json:"reason"`
 		InteractionID string `json:"interactionId"`
-		Signature     string `json:"signature"`
+		// InteractionToken is Agenta's name for the interaction id.
+		InteractionToken string `json:"interactionToken"`
+		Signature        string `json:"signature"`
 	}
 	if strictjson.Unmarshal(out, &wire) != nil || wire.Approved == nil {
 		return Approval{}, false
 	}
-	return Approval{Approved: *wire.Approved, Reason: wire.Reason, InteractionID: wire.InteractionID, Signature: wire.Signature}, true
+	id := wire.InteractionID
+	if id == "" {
+		id = wire.InteractionToken
+	}
+	return Approval{Approved: *wire.Approved, Reason: wire.Reason, InteractionID: id, Signature: wire.Signature}, true
 }
 
 // AnswerOf is what an approval block says. With kind "approval" a bare

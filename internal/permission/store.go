@@ -27,6 +27,9 @@ type Decision struct {
 	Args     string
 	Approved bool
 	Reason   string
+	// InteractionID is the interaction the answer names, when it names one
+	// (interactionId, or Agenta's interactionToken).
+	InteractionID string
 }
 
 // Output is a client tool's result as the browser produced it, read back
@@ -248,6 +251,7 @@ func Extract(messages []runnel.Message, opts ExtractOptions) *Store {
 			ans := AnswerOf(a.Block)
 			s.decisions.add(a.Block.ToolCallID, key, Decision{
 				ToolCallID: a.Block.ToolCallID, ToolName: name, Key: key, Args: args, Approved: ans.Approved, Reason: ans.Reason,
+				InteractionID: ans.InteractionID,
 			})
 		case a.Class == ResultClientOutput && r.Turn >= 0 && a.Message >= r.Turn:
 			name, key, _ := about(a)

@@ -20,6 +20,11 @@ func (r *Redactor) Event(e runnel.Event) runnel.Event {
 		it := r.interaction(*e.Interaction)
 		e.Interaction = &it
 	}
+	if e.Answer != nil {
+		a := *e.Answer
+		a.ID, a.ToolCallID, a.Reason = r.String(a.ID), r.String(a.ToolCallID), r.String(a.Reason)
+		e.Answer = &a
+	}
 	return e
 }
 
@@ -28,6 +33,10 @@ func (r *Redactor) Event(e runnel.Event) runnel.Event {
 func (r *Redactor) interaction(it runnel.Interaction) runnel.Interaction {
 	it.ID, it.ToolCallID, it.ToolName = r.String(it.ID), r.String(it.ToolCallID), r.String(it.ToolName)
 	it.Input, it.Render = r.JSON(it.Input), r.JSON(it.Render)
+	if tc := it.ToolCall; tc != nil {
+		it.ToolCall = &runnel.InteractionToolCall{ToolCallID: r.String(tc.ToolCallID), Title: r.String(tc.Title),
+			RawInput: r.JSON(tc.RawInput), ResolvedName: r.String(tc.ResolvedName)}
+	}
 	if it.Options != nil {
 		opts := make([]string, len(it.Options))
 		for i, o := range it.Options {

@@ -82,18 +82,34 @@ func (g *gate) Dispatch(_ context.Context, c native.Call) native.Verdict {
 		return native.Answer(native.TextResult(fmt.Sprintf("Tool '%s' is not available.", c.Name), true))
 	}
 	if c.Resumed && g.superseded[c.ID] {
-		return native.Answer(native.TextResult(supersededText(c.Name), true))
+		return native.Answer(native.DeniedResult(supersededText(c.Name)))
 	}
 	ref := g.callRef(t, c)
 	verdict, decision := g.decide(t, c.Name, c.Input, g.store, ref)
+	v := g.verdict(t, c, ref, verdict, decision)
+	if decision != nil {
+		// A person's stored answer settled the call: say so (Agenta's
+		// frontend settles the request it showed by it).
+		a := runnel.InteractionAnswer{ID: decision.InteractionID, Kind: runnel.InteractionApproval, ToolCallID: c.ID,
+			Approved: decision.Approved, Reason: decision.Reason}
+		if a.ID == "" {
+			a.ID = interactionID(c.ID)
+		}
+		v = v.Answered(a)
+	}
+	return v
+}
+
+// verdict turns the plan's verdict on a call into what the loop does.
+func (g *gate) verdict(t *gatedTool, c native.Call, ref permission.CallRef, verdict permission.Verdict, decision *permission.Decision) native.Verdict {
 	switch {
 	case verdict == permission.VerdictDeny && decision != nil:
-		return native.Answer(native.TextResult(declinedText(c.Name, decision.Reason), true))
+		return native.Answer(native.DeniedResult(declinedText(c.Name, decision.Reason)))
 	case verdict == permission.VerdictDeny:
-		return native.Answer(native.TextResult(policyDeniedText(c.Name), true))
+		return native.Answer(native.DeniedResult(policyDeniedText(c.Name)))
 	case t.run == nil:
 		if out, ok := g.store.TakeOutput(ref); ok {
-			return native.Answer(native.ToolResult(tools.CapResult(tools.Result{Output: out.Output, IsError: out.IsError})))
+			return native.Answer(fromTools(tools.CapResult(tools.Result{Output: out.Output, IsError: out.IsError})))
 		}
 		return g.pause(runnel.InteractionClientTool, c, t.render)
 	case verdict == permission.VerdictPending:
@@ -147,7 +163,7 @@ func (g *gate) decide(t *gatedTool, name string, args json.RawMessage, store *pe
 // platform holds it.
 func (g *gate) pause(kind runnel.InteractionKind, c native.Call, render json.RawMessage) native.Verdict {
 	if c.Resumed && g.stale[c.ID] {
-		return native.Answer(native.TextResult(supersededText(c.Name), true))
+		return native.Answer(native.DeniedResult(supersededText(c.Name)))
 	}
 	if g.holdsSecret != nil && g.holdsSecret(c.Input) {
 		return native.Answer(native.TextResult(fmt.Sprintf(
@@ -156,6 +172,10 @@ func (g *gate) pause(kind runnel.InteractionKind, c native.Call, render json.Raw
 	}
 	it := runnel.Interaction{
 		ID: interactionID(c.ID), Kind: kind, ToolCallID: c.ID, ToolName: c.Name, Input: c.Input, Render: render,
+		// What Agenta's frontend draws the request from; resolvedName is
+		// the name a permission rule knows the tool by (Bash for bash).
+		ToolCall: &runnel.InteractionToolCall{ToolCallID: c.ID, Title: c.Name, RawInput: signedInput(c.Input),
+			ResolvedName: permission.CanonicalName(c.Name, nil)},
 	}
 	if kind == runnel.InteractionApproval {
 		it.Options = approvalOptions()
@@ -170,6 +190,11 @@ func (g *gate) pause(kind runnel.InteractionKind, c native.Call, render json.Raw
 		it.Signature = sig
 	}
 	return native.Pause(it)
+}
+
+// fromTools is a tool's result as the loop reads it.
+func fromTools(r tools.Result) native.ToolResult {
+	return native.ToolResult{Output: r.Output, IsError: r.IsError}
 }
 
 // signedInput is a call's arguments as the interaction shows them: absent

@@ -162,7 +162,12 @@ func describe(e runnel.Event) string {
 	case runnel.EventToolCall:
 		return fmt.Sprintf("tool_call %s %s %s", e.ID, e.Name, e.Input)
 	case runnel.EventToolResult:
+		if e.Denied {
+			return fmt.Sprintf("tool_result %s denied %s", e.ID, e.Output)
+		}
 		return fmt.Sprintf("tool_result %s error=%v %s", e.ID, e.IsError, e.Output)
+	case runnel.EventInteractionResponse:
+		return fmt.Sprintf("interaction_response %s %s approved=%v", e.Answer.ID, e.Answer.ToolCallID, e.Answer.Approved)
 	case runnel.EventUsage:
 		return fmt.Sprintf("usage %d/%d/%d", e.Usage.Input, e.Usage.Output, e.Usage.Total)
 	case runnel.EventDone:

@@ -22,7 +22,12 @@ const deleteArgs = `{"item":"report.pdf"}`
 
 func approvalInteraction(id, name, input string) runnel.Interaction {
 	return runnel.Interaction{ID: "int_" + id, Kind: runnel.InteractionApproval, ToolCallID: id, ToolName: name,
-		Input: json.RawMessage(input), Options: []string{"approve", "deny"}}
+		Input: json.RawMessage(input), Options: []string{"approve", "deny"}, ToolCall: toolCallOf(id, name, input)}
+}
+
+// toolCallOf is the toolCall an interaction carries for Agenta's frontend.
+func toolCallOf(id, name, input string) *runnel.InteractionToolCall {
+	return &runnel.InteractionToolCall{ToolCallID: id, Title: name, RawInput: json.RawMessage(input), ResolvedName: name}
 }
 
 // pausedRun runs a request whose model calls delete_item, and checks it
@@ -78,6 +83,7 @@ func TestApprovalRoundTrip(t *testing.T) {
 			}
 			wantEvents := []string{
 				`tool_call call_d delete_item ` + deleteArgs,
+				"interaction_response int_call_d call_d approved=true", // the resume consumed the approval
 				`tool_result call_d error=false "ref__delete_item ok"`,
 				"message msg_1: Last result: ref__delete_item ok",
 				"usage 10/5/15",
@@ -134,8 +140,9 @@ func TestDenialRoundTrip(t *testing.T) {
 	if diff := cmp.Diff([]string{"tool:tool_result:call_d:" + denial + " (error)", "assistant:text::Last result: " + denial}, shape(second.Messages)); diff != "" {
 		t.Errorf("resumed turn's messages (-want +got):\n%s", diff)
 	}
-	if s := rec.summary(); len(s) < 2 || !strings.HasPrefix(s[1], "tool_result call_d error=true") {
-		t.Errorf("resumed events = %q, want the denial as a tool_result error", s)
+	// A declined call is a denial, not a failure, for a frontend to draw.
+	if s := rec.summary(); len(s) < 3 || s[1] != "interaction_response int_call_d call_d approved=false" || !strings.HasPrefix(s[2], "tool_result call_d denied") {
+		t.Errorf("resumed events = %q, want the answer consumed, then the denial as a denied tool_result", s)
 	}
 	if n := len(p.received()); n != 0 {
 		t.Errorf("a denied call reached the callback %d times", n)
@@ -159,7 +166,8 @@ func TestClientToolRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := []runnel.Interaction{{ID: "int_call_c", Kind: runnel.InteractionClientTool, ToolCallID: "call_c", ToolName: "connect_account",
-				Input: json.RawMessage(`{"provider":"github"}`), Render: json.RawMessage(`{"kind":"connect","provider":"github"}`)}}
+				Input: json.RawMessage(`{"provider":"github"}`), Render: json.RawMessage(`{"kind":"connect","provider":"github"}`),
+				ToolCall: toolCallOf("call_c", "connect_account", `{"provider":"github"}`)}}
 			if diff := cmp.Diff(want, first.Interactions); diff != "" {
 				t.Errorf("interactions (-want +got):\n%s", diff)
 			}
@@ -167,7 +175,7 @@ func TestClientToolRoundTrip(t *testing.T) {
 				t.Errorf("first turn = ok %v status %q, want paused", first.OK, first.Status)
 			}
 			// render reaches the stream untouched, inside the payload.
-			if !strings.Contains(string(rec.json(t)), `"kind":"client_tool","payload":{"toolCallId":"call_c","toolName":"connect_account","input":{"provider":"github"},"render":{"kind":"connect","provider":"github"}}`) {
+			if !strings.Contains(string(rec.json(t)), `"kind":"client_tool","payload":{"toolCallId":"call_c","toolName":"connect_account","input":{"provider":"github"},"render":{"kind":"connect","provider":"github"},`) {
 				t.Errorf("the interaction_request event does not carry render: %s", rec.json(t))
 			}
 
@@ -343,8 +351,8 @@ func TestNewMessageSupersedesParkedCall(t *testing.T) {
 			if diff := cmp.Diff(wantShape, shape(second.Messages)); diff != "" {
 				t.Errorf("second turn's messages (-want +got):\n%s", diff)
 			}
-			if s := rec.summary(); !strings.HasPrefix(s[1], "tool_result call_d error=true") {
-				t.Errorf("events = %q, want the superseded denial streamed", s)
+			if s := rec.summary(); !strings.HasPrefix(s[1], "tool_result call_d denied") {
+				t.Errorf("events = %q, want the superseded denial streamed, marked denied", s)
 			}
 
 			// The platform appends what the turn added after its own new

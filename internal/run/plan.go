@@ -1,6 +1,7 @@
 package run
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -288,7 +289,7 @@ func (m *Manager) planTools(p *plan) error {
 	reg, err := tools.New(p.req.CustomTools, p.req.ToolCallback, &tools.Options{
 		HTTPClient: m.opts.HTTPClient,
 		Timeout:    m.opts.ToolTimeout,
-		RunContext: p.req.RunContext,
+		RunContext: withSession(p.req.RunContext, p.req.SessionID),
 		Logger:     p.log,
 	})
 	if err != nil {
@@ -309,6 +310,41 @@ func (m *Manager) planTools(p *plan) error {
 	return nil
 }
 
+// withSession is runContext with session.id filled from the request's
+// sessionId when it has none (DESIGN §3.1): a tool binding
+// "$ctx.session.id" (a platform's rename_session, say) then gets it. A
+// runContext that is not an object is left for tools.New to refuse.
+func withSession(runContext json.RawMessage, sessionID string) json.RawMessage {
+	if sessionID == "" {
+		return runContext
+	}
+	ctx := map[string]any{}
+	if t := bytes.TrimSpace(runContext); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+		dec := json.NewDecoder(bytes.NewReader(t))
+		dec.UseNumber() // numbers reach the platform as they came
+		if dec.Decode(&ctx) != nil || ctx == nil {
+			return runContext
+		}
+	}
+	session, ok := ctx["session"].(map[string]any)
+	if !ok {
+		if _, present := ctx["session"]; present {
+			return runContext // not an object: leave it as the platform sent it
+		}
+		session = map[string]any{}
+		ctx["session"] = session
+	}
+	if _, has := session["id"]; has {
+		return runContext
+	}
+	session["id"] = sessionID
+	out, err := json.Marshal(ctx)
+	if err != nil {
+		return runContext
+	}
+	return out
+}
+
 // customTool is a custom tool as the gate sees it: a client tool is the
 // browser's to run, anything else runnel relays to the platform.
 func customTool(reg *tools.Registry, s runnel.ToolSpec) *gatedTool {
@@ -324,7 +360,7 @@ func customTool(reg *tools.Registry, s runnel.ToolSpec) *gatedTool {
 		return t
 	}
 	t.run = func(ctx context.Context, c native.Call) native.ToolResult {
-		return native.ToolResult(reg.Execute(ctx, tools.Call{ID: c.ID, Name: c.Name, Input: c.Input}))
+		return fromTools(reg.Execute(ctx, tools.Call{ID: c.ID, Name: c.Name, Input: c.Input}))
 	}
 	return t
 }

@@ -229,6 +229,9 @@ func (m *Manager) Run(ctx context.Context, req *runnel.RunRequest, sink runnel.S
 	if sink == nil {
 		sink = runnel.Discard{}
 	}
+	if id := traceID(req); id != "" {
+		sink = tracedSink{next: sink, traceID: id}
+	}
 	sink = red.Sink(sink)
 
 	ws, err := m.openWorkspace(p)
@@ -347,6 +350,20 @@ func traceID(req *runnel.RunRequest) string {
 		return ""
 	}
 	return parts[1]
+}
+
+// tracedSink puts the run's trace id on its done event, where a platform
+// reads it (DESIGN §3.4).
+type tracedSink struct {
+	next    runnel.Sink
+	traceID string
+}
+
+func (s tracedSink) Emit(e runnel.Event) {
+	if e.Type == runnel.EventDone {
+		e.TraceID = s.traceID
+	}
+	s.next.Emit(e)
 }
 
 // capabilities are the native harness's feature flags.

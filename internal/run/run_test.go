@@ -38,7 +38,7 @@ func TestToolConversation(t *testing.T) {
 			req.CustomTools = []runnel.ToolSpec{callbackTool("get_weather"), callbackTool("get_time")}
 			req.ToolCallback = &runnel.ToolCallback{Endpoint: p.srv.URL + "/tools/call", Authorization: callbackAuth}
 			rec := &recorder{}
-			res, err := NewManager(nil).Run(context.Background(), req, rec)
+			res, err := overHTTP(t, NewManager(nil)).Run(context.Background(), req, rec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,14 +49,24 @@ func TestToolConversation(t *testing.T) {
 				"usage 10/5/15",
 				`tool_result call_w error=false "ref__get_weather ok"`,
 				`tool_call call_t get_time {"city":"Paris"}`,
-				"usage 10/5/15",
+				"usage 20/10/30", // cumulative: the last usage event is the run's total
 				`tool_result call_t error=false "ref__get_time ok"`,
 				"message msg_3: It is ref__get_time ok.",
-				"usage 10/5/15",
+				"usage 30/15/45",
 				"done end_turn",
 			}
 			if diff := cmp.Diff(wantEvents, rec.summary()); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			// A platform takes the last usage event as the run's total.
+			var last runnel.Usage
+			for _, e := range rec.events {
+				if e.Type == runnel.EventUsage {
+					last = *e.Usage
+				}
+			}
+			if last != res.Usage {
+				t.Errorf("last usage event %+v, result usage %+v: they must agree", last, res.Usage)
 			}
 
 			got := *res

@@ -85,7 +85,7 @@ func (m *Manager) gate(p *plan, ws *sandbox.Workspace, pool *mcp.Pool) (*gate, [
 			readOnly: &readOnly,
 			subject:  b.Subject,
 			run: func(ctx context.Context, c native.Call) native.ToolResult {
-				return native.ToolResult(run(ctx, c.Input))
+				return fromTools(run(ctx, c.Input))
 			},
 		}
 		advert = append(advert, provider.Tool{Name: b.Name, Description: b.Description, Schema: b.Schema})

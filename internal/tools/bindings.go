@@ -6,6 +6,8 @@ import (
 	"errors"
 	"sort"
 	"strings"
+
+	"github.com/runnel/runnel"
 )
 
 // ctxPrefix starts a contextBindings value that names a runContext path.
@@ -29,6 +31,40 @@ func decodeRunContext(raw json.RawMessage) (map[string]any, error) {
 		return nil, invalid("runContext must be a JSON object.")
 	}
 	return m, nil
+}
+
+// outgoingArgs are a call's arguments as they leave runnel: the spec's
+// ephemeral arguments removed, then its bindings applied. Both happen
+// after the permission decision, which saw what the model wrote.
+func outgoingArgs(input json.RawMessage, spec *runnel.ToolSpec, runContext map[string]any) (json.RawMessage, error) {
+	input, err := withoutArgs(input, spec.EphemeralArgs)
+	if err != nil {
+		return nil, err
+	}
+	return applyBindings(input, spec.ContextBindings, runContext)
+}
+
+// withoutArgs removes the named top-level members of the arguments.
+// Without names the arguments pass through byte for byte.
+func withoutArgs(input json.RawMessage, names []string) (json.RawMessage, error) {
+	if len(names) == 0 || len(bytes.TrimSpace(input)) == 0 {
+		return input, nil
+	}
+	var args map[string]json.RawMessage
+	if err := json.Unmarshal(input, &args); err != nil || args == nil {
+		return nil, errors.New("its arguments are not a JSON object")
+	}
+	removed := false
+	for _, n := range names {
+		if _, ok := args[n]; ok {
+			delete(args, n)
+			removed = true
+		}
+	}
+	if !removed {
+		return input, nil
+	}
+	return json.Marshal(args)
 }
 
 // applyBindings sets each bound argument path to its runContext value,

@@ -45,7 +45,10 @@ type callback struct {
 	client        *http.Client
 	timeout       time.Duration
 	runContext    map[string]any
-	log           *slog.Logger
+	// runKind is runContext's run.kind, sent as x-agenta-run-kind so the
+	// platform can tell a test run from a production one.
+	runKind string
+	log     *slog.Logger
 }
 
 func newCallback(cb *runnel.ToolCallback, runContext map[string]any, o *Options) *callback {
@@ -67,6 +70,9 @@ func newCallback(cb *runnel.ToolCallback, runContext map[string]any, o *Options)
 		timeout:       o.Timeout,
 		runContext:    runContext,
 		log:           o.Logger,
+	}
+	if kind, ok := lookup(runContext, "run.kind"); ok {
+		c.runKind, _ = kind.(string)
 	}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
@@ -114,7 +120,7 @@ func (c *callback) execute(ctx context.Context, spec *runnel.ToolSpec, call Call
 	if ref == "" {
 		ref = spec.Name
 	}
-	args, err := applyBindings(call.Input, spec.ContextBindings, c.runContext)
+	args, err := outgoingArgs(call.Input, spec, c.runContext)
 	if err != nil {
 		return textResult(fmt.Sprintf("tool call %s failed: %v", ref, err), true)
 	}
@@ -175,6 +181,9 @@ func (c *callback) send(ctx context.Context, method, target string, body []byte,
 	req.Header.Set("Accept", "application/json")
 	if callID != "" {
 		req.Header.Set("Idempotency-Key", callID)
+	}
+	if c.runKind != "" {
+		req.Header.Set("X-Agenta-Run-Kind", c.runKind)
 	}
 	if c.authorization != "" {
 		req.Header.Set("Authorization", c.authorization)

@@ -93,7 +93,7 @@ func (c *callback) direct(ctx context.Context, spec *runnel.ToolSpec, call Call)
 	fail := func(format string, args ...any) Result {
 		return textResult(fmt.Sprintf("tool call %s failed: ", spec.Name)+fmt.Sprintf(format, args...), true)
 	}
-	args, err := applyBindings(call.Input, spec.ContextBindings, c.runContext)
+	args, err := outgoingArgs(call.Input, spec, c.runContext)
 	if err != nil {
 		return fail("%v", err)
 	}

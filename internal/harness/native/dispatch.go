@@ -38,6 +38,11 @@ func (s *state) dispatch(ctx context.Context, calls []runnel.Block, rule pauseRu
 			interactions = append(interactions, *it)
 		}
 	}
+	for _, v := range verdicts {
+		if v.answer != nil {
+			s.sink.Emit(runnel.Event{Type: runnel.EventInteractionResponse, Answer: v.answer})
+		}
+	}
 	results := make(map[int]ToolResult, len(calls))
 	if len(interactions) > 0 && rule == deferOnPause {
 		for i, v := range verdicts {
@@ -137,5 +142,5 @@ func (s *state) unknownTool(name string) string {
 }
 
 func (s *state) emitResult(c runnel.Block, r ToolResult) {
-	s.sink.Emit(runnel.Event{Type: runnel.EventToolResult, ID: c.ToolCallID, Output: r.Output, IsError: r.IsError})
+	s.sink.Emit(runnel.Event{Type: runnel.EventToolResult, ID: c.ToolCallID, Output: r.Output, IsError: r.IsError, Denied: r.Denied})
 }

@@ -161,7 +161,10 @@ func (s *state) callModel(ctx context.Context) (phase, error) {
 		usage.Total = usage.Input + usage.Output
 	}
 	s.out.Usage.Add(usage)
-	s.sink.Emit(runnel.Event{Type: runnel.EventUsage, Usage: &usage})
+	// Cumulative: each usage event carries the run's totals so far, so the
+	// last one is the run's total, as platforms read it (DESIGN §3.4).
+	total := s.out.Usage
+	s.sink.Emit(runnel.Event{Type: runnel.EventUsage, Usage: &total})
 	// An empty answer adds nothing: some APIs reject an assistant message
 	// without content when the history is replayed.
 	if len(content) > 0 {

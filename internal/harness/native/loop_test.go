@@ -182,7 +182,7 @@ func TestRunToolConversation(t *testing.T) {
 		{Type: runnel.EventMessageStart, ID: "msg_2"},
 		{Type: runnel.EventMessageDelta, ID: "msg_2", Delta: "done"},
 		{Type: runnel.EventMessageEnd, ID: "msg_2"},
-		usageEvent(5, 1),
+		usageEvent(6, 2), // cumulative: the run's totals so far
 		{Type: runnel.EventDone, StopReason: runnel.StopEndTurn},
 	}
 	if diff := cmp.Diff(wantEvents, rec.events); diff != "" {

@@ -68,11 +68,20 @@ type ToolResult struct {
 	Output json.RawMessage
 	// IsError marks a failure the model should see and may correct.
 	IsError bool
+	// Denied marks a call a person or the policy declined (IsError too);
+	// the tool_result event says so.
+	Denied bool
 }
 
 // TextResult is a ToolResult holding text.
 func TextResult(text string, isError bool) ToolResult {
 	return ToolResult{Output: runnel.TextOutput(text), IsError: isError}
+}
+
+// DeniedResult is the answer to a call that was declined: an error the
+// model reads, marked as a denial for the caller.
+func DeniedResult(text string) ToolResult {
+	return ToolResult{Output: runnel.TextOutput(text), IsError: true, Denied: true}
 }
 
 // ToolFunc executes one call. It must return when ctx is done. A failure is
@@ -87,6 +96,17 @@ type Verdict struct {
 	run    ToolFunc
 	result ToolResult
 	pause  *runnel.Interaction
+	// answer is an answer the Dispatcher consumed to reach the verdict.
+	answer *runnel.InteractionAnswer
+}
+
+// Answered is v, reporting that the Dispatcher reached it on a person's
+// answer that the replayed conversation carried: the loop emits it as an
+// interaction_response before the call's result, so the platform can
+// settle the request it showed.
+func (v Verdict) Answered(a runnel.InteractionAnswer) Verdict {
+	v.answer = &a
+	return v
 }
 
 // Execute is the verdict of a call to run now.

@@ -23,11 +23,11 @@ const (
 	EventInteractionRequest EventType = "interaction_request"
 	// EventInteractionResponse says a resume consumed an answer.
 	EventInteractionResponse EventType = "interaction_response"
-	EventUsage              EventType = "usage"
-	EventError              EventType = "error"
-	EventDone               EventType = "done"
-	EventMessage            EventType = "message"
-	EventThought            EventType = "thought"
+	EventUsage               EventType = "usage"
+	EventError               EventType = "error"
+	EventDone                EventType = "done"
+	EventMessage             EventType = "message"
+	EventThought             EventType = "thought"
 	// EventNotice reports something the caller should know that is not a
 	// failure of the run, such as an MCP server that could not be reached.
 	EventNotice EventType = "notice"

@@ -39,11 +39,11 @@ type ToolSpec struct {
 	// EphemeralArgs are top-level argument names removed before a call
 	// leaves runnel: the permission decision and the interaction see them,
 	// the platform does not.
-	EphemeralArgs []string `json:"ephemeralArgs,omitempty"`
-	TimeoutMs       int64             `json:"timeoutMs,omitempty"`
-	Render          json.RawMessage   `json:"render,omitempty"`
-	ReadOnly        *bool             `json:"readOnly,omitempty"`
-	Permission      string            `json:"permission,omitempty"`
+	EphemeralArgs []string        `json:"ephemeralArgs,omitempty"`
+	TimeoutMs     int64           `json:"timeoutMs,omitempty"`
+	Render        json.RawMessage `json:"render,omitempty"`
+	ReadOnly      *bool           `json:"readOnly,omitempty"`
+	Permission    string          `json:"permission,omitempty"`
 }
 
 // UnmarshalJSON reads the schema from inputSchema or input_schema.

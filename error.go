@@ -18,6 +18,7 @@ const (
 	CodeAtCapacity     ErrorCode = "at_capacity"     // 429
 	CodeProviderError  ErrorCode = "provider_error"  // the model API failed
 	CodeTimeout        ErrorCode = "timeout"         // a run deadline passed
+	CodeUnavailable    ErrorCode = "unavailable"     // 502: a server the run needs (a required MCP server) could not be reached
 	CodeCancelled      ErrorCode = "cancelled"       // the caller went away or the server shut down
 	CodeInternal       ErrorCode = "internal"        // a bug; the caller sees "internal error"
 )

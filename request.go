@@ -217,6 +217,9 @@ type McpPolicy struct {
 		Names []string `json:"names,omitempty"`
 	} `json:"tools,omitempty"`
 	Permission string `json:"permission,omitempty"`
+	// Required makes a server that cannot be reached fail the run, rather
+	// than leave the model without its tools (with a notice).
+	Required bool `json:"required,omitempty"`
 }
 
 // Role is who said a message.

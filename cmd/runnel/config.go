@@ -39,6 +39,8 @@ type Config struct {
 	WorkspaceRoot     string
 	KeepWorkspaces    bool
 	MCPHostAllowlist  []string
+	// MCPRequired fails a run whose MCP server cannot be reached.
+	MCPRequired bool
 	// Containment is how the processes of runs are ended: auto, cgroup,
 	// subreaper or process-group; CgroupParent where cgroups are made.
 	Containment  string
@@ -89,6 +91,7 @@ func settings() []struct {
 		{"run", s{"tool-timeout", "RUNNEL_TOOL_TIMEOUT", "30s", "timeout of a callback tool whose spec sets none", "duration"}},
 		{"run", s{"workspace-root", "RUNNEL_WORKSPACE_ROOT", "", "directory under which each run gets its workspace (default: a private dir under the system temp dir)", "dir"}},
 		{"run", s{"mcp-host-allowlist", "RUNNEL_MCP_HOST_ALLOWLIST", "", "comma-separated MCP hosts (host or host:port) exempt from the https-and-public-address rule", "hosts"}},
+		{"run", s{"mcp-required", "RUNNEL_MCP_REQUIRED", "false", "fail a run when one of its MCP servers cannot be reached (else a notice, and the model goes on without its tools)", "bool"}},
 		{"run", s{"keep-workspaces", "RUNNEL_KEEP_WORKSPACES", "false", "keep each run's workspace after the run instead of removing it", "bool"}},
 		{"run", s{"containment", "RUNNEL_CONTAINMENT", "auto", "how every process a run starts is ended: auto (the strongest this host allows), cgroup, subreaper or process-group", "mechanism"}},
 		{"run", s{"cgroup-parent", "RUNNEL_CGROUP_PARENT", "", "cgroup v2 directory under which runnel makes a cgroup per command (default: runnel's own cgroup)", "dir"}},
@@ -323,6 +326,7 @@ func (c *config) load() (*Config, error) {
 		cfg.ToolTimeout = c.duration("tool-timeout")
 		cfg.WorkspaceRoot = c.str("workspace-root")
 		cfg.KeepWorkspaces = c.bool("keep-workspaces")
+		cfg.MCPRequired = c.bool("mcp-required")
 		if v, from := c.raw("mcp-host-allowlist"); strings.TrimSpace(v) != "" {
 			hosts, err := mcp.ParseHostAllowlist(v)
 			if err != nil {
@@ -406,6 +410,7 @@ func (cfg *Config) runOptions(log *slog.Logger, h *host) *run.Options {
 		KeepWorkspace:     cfg.KeepWorkspaces,
 		InteractionSecret: cfg.interactionSecret(),
 		MCPGuard:          mcp.GuardOptions{HostAllowlist: cfg.MCPHostAllowlist},
+		MCPRequired:       cfg.MCPRequired,
 	}
 }
 

@@ -112,6 +112,8 @@ type Pool struct {
 	tools     []Tool
 	byName    map[string]toolRef
 	notices   []string
+	// unreachable are the servers left out, by name, with why.
+	unreachable []Unreachable
 	maxOutput int
 
 	// calls is cancelled by Close, so a call in flight cannot hold the
@@ -184,9 +186,11 @@ func Connect(ctx context.Context, specs []ServerSpec, opts *Options) *Pool {
 	p := &Pool{byName: make(map[string]toolRef), maxOutput: o.MaxOutputBytes}
 	p.calls, p.cancelCalls = context.WithCancel(context.Background())
 	taken := make(map[string]bool)
-	for _, oc := range outcomes {
+	for i, oc := range outcomes {
 		p.notices = append(p.notices, oc.notices...)
 		if oc.srv == nil {
+			p.unreachable = append(p.unreachable, Unreachable{Server: specs[i].Name, Required: specs[i].Required,
+				Reason: strings.Join(oc.notices, " ")})
 			continue
 		}
 		p.servers = append(p.servers, oc.srv)
@@ -436,6 +440,17 @@ func (p *Pool) Tools() []Tool {
 	copy(out, p.tools)
 	return out
 }
+
+// Unreachable is a server Connect left out.
+type Unreachable struct {
+	Server   string
+	Required bool
+	// Reason is the notice that says why, without the URL's secrets.
+	Reason string
+}
+
+// Unreachable lists the servers Connect left out, in request order.
+func (p *Pool) Unreachable() []Unreachable { return p.unreachable }
 
 // Notices returns a sentence for each thing the run should report: a
 // server left out and why, an included tool the server lacks. Header

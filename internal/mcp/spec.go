@@ -46,6 +46,9 @@ type ServerSpec struct {
 	// Permission is the server permission of DESIGN §5.1: "allow", "ask",
 	// "deny", or "" when the policy sets none.
 	Permission string
+	// Required says the run fails when the server cannot be reached
+	// (policy.required, or the operator's setting for every server).
+	Required bool
 }
 
 // validServerName keeps a server name usable inside a provider tool name
@@ -108,7 +111,11 @@ func normalizeOne(i int, s runnel.McpServer, opts GuardOptions) (ServerSpec, err
 		return ServerSpec{}, invalid("MCP server name %q is reserved for runnel's own MCP server; choose another name.", name)
 	}
 	c := connectionOf(s)
-	spec := ServerSpec{Name: name, Headers: c.Headers}
+	headers, err := withCredentials(name, c)
+	if err != nil {
+		return ServerSpec{}, err
+	}
+	spec := ServerSpec{Name: name, Headers: headers}
 
 	kind := strings.ToLower(strings.TrimSpace(c.Type))
 	if kind == "stdio" || kind == "" && c.Command != "" {
@@ -126,7 +133,7 @@ func normalizeOne(i int, s runnel.McpServer, opts GuardOptions) (ServerSpec, err
 	if err := checkURL(&spec, c.URL, opts); err != nil {
 		return ServerSpec{}, err
 	}
-	if err := checkHeaders(name, c.Headers); err != nil {
+	if err := checkHeaders(name, headers); err != nil {
 		return ServerSpec{}, err
 	}
 	if err := applyPolicy(&spec, s.Policy); err != nil {
@@ -152,8 +159,37 @@ func connectionOf(s runnel.McpServer) runnel.McpConnection {
 		if n.Env != nil {
 			c.Env = n.Env
 		}
+		c.Credentials = n.Credentials
 	}
 	return c
+}
+
+// withCredentials is the server's headers with its credentials added
+// (Agenta v0.113 sends secret headers as credentials bound to a header).
+// A credential bound to anything but a header, or a header named twice
+// (HTTP names ignore case), is refused rather than half sent.
+func withCredentials(server string, c runnel.McpConnection) (map[string]string, error) {
+	if len(c.Credentials) == 0 {
+		return c.Headers, nil
+	}
+	headers := make(map[string]string, len(c.Headers)+len(c.Credentials))
+	seen := map[string]bool{}
+	for name, value := range c.Headers {
+		headers[name] = value
+		seen[strings.ToLower(name)] = true
+	}
+	for _, cred := range c.Credentials {
+		name := cred.Binding.Name
+		switch {
+		case !strings.EqualFold(cred.Binding.Kind, runnel.BindingHeader):
+			return nil, invalid("MCP server %q has a credential bound to %q %q; an MCP server's credentials must be bound to a header (binding.kind \"header\").", server, cred.Binding.Kind, name)
+		case seen[strings.ToLower(name)]:
+			return nil, invalid("MCP server %q names the header %q twice (in headers or credentials); send it once.", server, name)
+		}
+		seen[strings.ToLower(name)] = true
+		headers[name] = cred.Value
+	}
+	return headers, nil
 }
 
 func cmpOr(a, b string) string {
@@ -218,6 +254,7 @@ func applyPolicy(spec *ServerSpec, p *runnel.McpPolicy) error {
 	if p == nil {
 		return nil
 	}
+	spec.Required = p.Required
 	if t := p.Tools; t != nil {
 		switch mode := strings.ToLower(strings.TrimSpace(t.Mode)); mode {
 		case "", ToolsAll:

@@ -29,6 +29,26 @@ func (m *Manager) connectMCP(ctx context.Context, p *plan) *mcp.Pool {
 	return pool
 }
 
+// requiredMCP fails the run when a server it needs could not be reached:
+// one whose policy says required, or any, when the operator says every
+// server is. Nothing has run yet.
+func (m *Manager) requiredMCP(pool *mcp.Pool) error {
+	if pool == nil {
+		return nil
+	}
+	for _, u := range pool.Unreachable() {
+		switch {
+		case u.Required:
+			return runnel.Errorf(runnel.CodeUnavailable,
+				"%s The run needs it (policy.required), so it did not start: fix the server or its credentials, or drop policy.required to run without it.", u.Reason)
+		case m.opts.MCPRequired:
+			return runnel.Errorf(runnel.CodeUnavailable,
+				"%s This runnel runs no turn without its MCP servers (RUNNEL_MCP_REQUIRED), so it did not start: fix the server or its credentials.", u.Reason)
+		}
+	}
+	return nil
+}
+
 // mcpTools adds the pool's tools to the gate and returns what the model is
 // offered. MCP tools are relayed calls under their server's permission.
 func mcpTools(g *gate, pool *mcp.Pool) []provider.Tool {

@@ -37,6 +37,9 @@ type mcpFixture struct {
 
 	// adds counts the calls of the add tool the server ran.
 	adds atomic.Int32
+	// requireKey makes the server answer 401 to a request without the
+	// X-Api-Key header, as a real protected server does.
+	requireKey atomic.Bool
 
 	mu         sync.Mutex
 	live       int
@@ -78,6 +81,10 @@ func newMCPFixture(t *testing.T) *mcpFixture {
 			f.mu.Lock()
 			f.badHeaders++
 			f.mu.Unlock()
+			if f.requireKey.Load() {
+				http.Error(w, "missing or wrong X-Api-Key", http.StatusUnauthorized)
+				return
+			}
 		}
 		h.ServeHTTP(w, r)
 	}))

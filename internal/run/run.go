@@ -141,6 +141,11 @@ type Options struct {
 	// MCPConnectTimeout bounds connecting to one MCP server and listing
 	// its tools (default mcp.DefaultConnectTimeout).
 	MCPConnectTimeout time.Duration
+	// MCPRequired makes every MCP server required (policy.required): one
+	// that cannot be reached fails the run. For platforms that cannot say
+	// so per server (Agenta); by default an unreachable server is a notice
+	// and the model goes on without its tools.
+	MCPRequired bool
 	// Containment is how the processes a run's commands start are ended
 	// (sandbox.ProbeContainment, once per process); nil kills their
 	// process group only.
@@ -257,6 +262,10 @@ func (m *Manager) Run(ctx context.Context, req *runnel.RunRequest, sink runnel.S
 				log.Warn("mcp close", "err", err)
 			}
 		}()
+	}
+	if err := m.requiredMCP(pool); err != nil {
+		log.WarnContext(ctx, "run refused", "err", err)
+		return nil, err
 	}
 	g, advert := m.gate(p, ws, pool)
 	log.InfoContext(ctx, "run start", "tools", len(advert), "max_steps", p.maxSteps, "parked", len(p.resume.parked))

@@ -36,6 +36,8 @@ func statusForCode(code runnel.ErrorCode) int {
 		return http.StatusTooManyRequests
 	case runnel.CodeCancelled:
 		return http.StatusServiceUnavailable
+	case runnel.CodeUnavailable:
+		return http.StatusBadGateway
 	default:
 		return http.StatusInternalServerError
 	}

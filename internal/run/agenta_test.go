@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -76,4 +77,68 @@ func TestRequiredMCPServerFailsTheRun(t *testing.T) {
 		t.Fatalf("required: %v, %+v; want a failed result naming the server", err, res)
 	}
 	f.requireClosed(t)
+}
+
+// TestAgentaToolCallWire: what a callback call carries for an Agenta
+// platform: ephemeral arguments gone (the permission decision saw them),
+// the run kind header, and $ctx.session.id bound from sessionId.
+func TestAgentaToolCallWire(t *testing.T) {
+	llm := llmtest.NewServer(pauseScript(toolCall("call_r", "rename_session",
+		`{"name":"Q3 plan","reason":"the user asked","session":"forged"}`)))
+	defer llm.Close()
+	kinds := make(chan string, 4)
+	p := newPlatform(t, func(w http.ResponseWriter, r *http.Request, env envelopeIn) {
+		kinds <- r.Header.Get("X-Agenta-Run-Kind")
+		writeContent(w, "STATUS_CODE_OK", "", "renamed")
+	})
+	req := baseRequest(llm, APIOpenAIChat, "Rename this chat")
+	req.SessionID = "sess-7"
+	req.RunContext = json.RawMessage(`{"run":{"kind":"test"},"workflow":{"variant":{"id":"var_1"}}}`)
+	req.Permissions = json.RawMessage(`{"default":"allow"}`)
+	spec := writeTool("rename_session")
+	spec.InputSchema = json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"},"reason":{"type":"string"}}}`)
+	spec.EphemeralArgs = []string{"reason"}
+	spec.ContextBindings = map[string]string{"session": "$ctx.session.id"}
+	req.CustomTools = []runnel.ToolSpec{spec}
+	req.ToolCallback = &runnel.ToolCallback{Endpoint: p.srv.URL + "/tools/call"}
+	rec := &recorder{}
+	res, err := overHTTP(t, NewManager(nil)).Run(context.Background(), req, rec)
+	if err != nil || res.Status != runnel.StatusCompleted {
+		t.Fatalf("%v, %+v", err, res)
+	}
+	calls := p.received()
+	if len(calls) != 1 {
+		t.Fatalf("callback calls %+v, want one", calls)
+	}
+	const want = `{"data":{"id":"call_r","type":"function","function":{"name":"ref__rename_session","arguments":{"name":"Q3 plan","session":"sess-7"}}}}`
+	if calls[0].Body != want {
+		t.Errorf("callback body\n%s\nwant\n%s", calls[0].Body, want)
+	}
+	if kind := <-kinds; kind != "test" {
+		t.Errorf("x-agenta-run-kind %q, want test", kind)
+	}
+	// The event and the history keep what the model wrote.
+	if s := rec.summary(); !strings.Contains(s[0], `"reason":"the user asked"`) {
+		t.Errorf("tool_call event %q, want the model's arguments whole", s[0])
+	}
+}
+
+// TestPolicyDenialIsMarkedDenied: a call the policy refuses streams as a
+// tool_result with denied: true, which a frontend shows as declined.
+func TestPolicyDenialIsMarkedDenied(t *testing.T) {
+	llm := llmtest.NewServer(pauseScript(toolCall("call_d", "delete_item", deleteArgs)))
+	defer llm.Close()
+	p := newPlatform(t, nil)
+	req := baseRequest(llm, APIOpenAIChat, "Delete it")
+	req.CustomTools = []runnel.ToolSpec{writeTool("delete_item")}
+	req.ToolCallback = &runnel.ToolCallback{Endpoint: p.srv.URL + "/tools/call"}
+	req.Permissions = json.RawMessage(`{"default":"deny"}`)
+	rec := &recorder{}
+	if _, err := overHTTP(t, NewManager(nil)).Run(context.Background(), req, rec); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rec.json(t)), `{"type":"tool_result","id":"call_d","output":"Tool call execution denied.`) ||
+		!strings.Contains(string(rec.json(t)), `"isError":true,"denied":true}`) {
+		t.Errorf("events %s, want the refusal as a denied tool_result", rec.json(t))
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/llmtest"
@@ -140,5 +141,42 @@ func TestPolicyDenialIsMarkedDenied(t *testing.T) {
 	if !strings.Contains(string(rec.json(t)), `{"type":"tool_result","id":"call_d","output":"Tool call execution denied.`) ||
 		!strings.Contains(string(rec.json(t)), `"isError":true,"denied":true}`) {
 		t.Errorf("events %s, want the refusal as a denied tool_result", rec.json(t))
+	}
+}
+
+// TestKillEndsALongRun: POST /kill for the session ends a run whose model
+// never answers, with the real manager behind the real server.
+func TestKillEndsALongRun(t *testing.T) {
+	llm := llmtest.NewServer(llmtest.Script{Rules: []llmtest.Rule{{Fault: &llmtest.Fault{Kind: llmtest.FaultHang}}}})
+	defer llm.Close()
+	h := overHTTP(t, NewManager(nil))
+	req := baseRequest(llm, APIOpenAIChat, "Think hard")
+	req.SessionID, req.ProjectID = "sess-long", "proj-1"
+	done := make(chan *runnel.Result, 1)
+	go func() {
+		res, err := h.Run(context.Background(), req, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	for deadline := time.Now().Add(time.Minute); len(llm.Requests()) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the model never got the request")
+		}
+	}
+	resp, err := h.client.Post(strings.TrimSuffix(h.url, "/run")+"/kill", "application/json",
+		strings.NewReader(`{"sessionId":"sess-long","projectId":"proj-1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	select {
+	case res := <-done:
+		if res == nil || res.Status != runnel.StatusCancelled {
+			t.Errorf("the killed run = %+v, want cancelled", res)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the run did not end after /kill")
 	}
 }

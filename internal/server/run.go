@@ -45,6 +45,11 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 			s.opts.ConcurrencyLimit)})
 		return
 	}
+	// POST /kill for the run's session cancels it like a client that left.
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	defer s.live.add(req, cancel)()
+	r = r.WithContext(ctx)
 	if wantsNDJSON(r) {
 		s.stream(w, r, req)
 		return

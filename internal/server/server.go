@@ -128,6 +128,7 @@ type Server struct {
 	readers   chan struct{} // one token per request body being read
 	mux       *http.ServeMux
 	inflight  tracker
+	live      liveRuns
 }
 
 // New returns a Server that runs requests on runner; opts may be nil.
@@ -172,9 +173,10 @@ func New(runner Runner, opts *Options) *Server {
 	s.route(http.MethodGet, "/v1/capabilities", s.authed(http.HandlerFunc(s.capabilities)))
 	s.route(http.MethodPost, "/run", s.authed(http.HandlerFunc(s.handleRun)))
 	s.route(http.MethodPost, "/stream", s.authed(http.HandlerFunc(s.handleRun)))
+	s.route(http.MethodPost, "/kill", s.authed(http.HandlerFunc(s.kill)))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &runnel.Error{Code: codeNotFound,
-			Message: "no route " + r.URL.Path + "; runnel serves POST /run, POST /stream, GET /health and GET /v1/capabilities"})
+			Message: "no route " + r.URL.Path + "; runnel serves POST /run, POST /stream, POST /kill, GET /health and GET /v1/capabilities"})
 	})
 	return s
 }

@@ -108,13 +108,13 @@ type Tool struct {
 // Pool holds the MCP sessions of one run. Its methods are safe for
 // concurrent use. Close it when the run ends, whatever happened.
 type Pool struct {
-	servers   []*server
-	tools     []Tool
-	byName    map[string]toolRef
-	notices   []string
+	servers []*server
+	tools   []Tool
+	byName  map[string]toolRef
+	notices []string
 	// unreachable are the servers left out, by name, with why.
 	unreachable []Unreachable
-	maxOutput int
+	maxOutput   int
 
 	// calls is cancelled by Close, so a call in flight cannot hold the
 	// session open (the SDK's Close waits for outstanding calls).

@@ -312,6 +312,10 @@ const (
 	BlockToolCall   BlockType = "tool_call"
 	BlockToolResult BlockType = "tool_result"
 	BlockReasoning  BlockType = "reasoning"
+	// BlockAttachment is a file the platform stores, named by its id
+	// (Agenta v0.113): runnel resolves it into an image or resource block,
+	// or says why it could not.
+	BlockAttachment BlockType = "attachment"
 )
 
 // Result block kinds: the explicit discriminator of a tool_result block.
@@ -335,6 +339,11 @@ type Block struct {
 	Kind       string          `json:"kind,omitempty"`
 	// Signature is the provider's opaque proof on a reasoning block.
 	Signature string `json:"signature,omitempty"`
+	// AttachmentID, Filename and Size describe a file: an attachment block
+	// the platform stores, or the name of a resource's data.
+	AttachmentID string `json:"attachmentId,omitempty"`
+	Filename     string `json:"filename,omitempty"`
+	Size         int64  `json:"size,omitempty"`
 }
 
 // OutputText is a tool result's output as the text a model reads: a JSON

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -41,6 +42,8 @@ type Config struct {
 	MCPHostAllowlist  []string
 	// MCPRequired fails a run whose MCP server cannot be reached.
 	MCPRequired bool
+	// AttachmentsURL fetches attachments stored by the platform.
+	AttachmentsURL string
 	// Containment is how the processes of runs are ended: auto, cgroup,
 	// subreaper or process-group; CgroupParent where cgroups are made.
 	Containment  string
@@ -91,6 +94,7 @@ func settings() []struct {
 		{"run", s{"tool-timeout", "RUNNEL_TOOL_TIMEOUT", "30s", "timeout of a callback tool whose spec sets none", "duration"}},
 		{"run", s{"workspace-root", "RUNNEL_WORKSPACE_ROOT", "", "directory under which each run gets its workspace (default: a private dir under the system temp dir)", "dir"}},
 		{"run", s{"mcp-host-allowlist", "RUNNEL_MCP_HOST_ALLOWLIST", "", "comma-separated MCP hosts (host or host:port) exempt from the https-and-public-address rule", "hosts"}},
+		{"run", s{"attachments-url", "RUNNEL_ATTACHMENTS_URL", "", "where attachment blocks that carry only an id are fetched: a URL with {id} and {sessionId}", "url"}},
 		{"run", s{"mcp-required", "RUNNEL_MCP_REQUIRED", "false", "fail a run when one of its MCP servers cannot be reached (else a notice, and the model goes on without its tools)", "bool"}},
 		{"run", s{"keep-workspaces", "RUNNEL_KEEP_WORKSPACES", "false", "keep each run's workspace after the run instead of removing it", "bool"}},
 		{"run", s{"containment", "RUNNEL_CONTAINMENT", "auto", "how every process a run starts is ended: auto (the strongest this host allows), cgroup, subreaper or process-group", "mechanism"}},
@@ -266,6 +270,22 @@ func (c *config) token() string {
 	return tok
 }
 
+// attachmentsURL reads the attachments endpoint: an absolute http(s) URL
+// that names the attachment by {id}.
+func (c *config) attachmentsURL() string {
+	v, from := c.raw("attachments-url")
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return ""
+	}
+	u, err := url.Parse(strings.NewReplacer("{id}", "x", "{sessionId}", "x").Replace(v))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || !strings.Contains(v, "{id}") {
+		c.fail(from, v, "is not an attachments URL; give an absolute http(s) URL with {id} (and optionally {sessionId}) in it")
+		return ""
+	}
+	return v
+}
+
 // providerKeys reads the provider keys file: one NAME=value a line, blank
 // lines and lines starting with # skipped. A bad line fails start-up with
 // its number, never its text (it may hold a key).
@@ -327,6 +347,7 @@ func (c *config) load() (*Config, error) {
 		cfg.WorkspaceRoot = c.str("workspace-root")
 		cfg.KeepWorkspaces = c.bool("keep-workspaces")
 		cfg.MCPRequired = c.bool("mcp-required")
+		cfg.AttachmentsURL = c.attachmentsURL()
 		if v, from := c.raw("mcp-host-allowlist"); strings.TrimSpace(v) != "" {
 			hosts, err := mcp.ParseHostAllowlist(v)
 			if err != nil {
@@ -411,6 +432,7 @@ func (cfg *Config) runOptions(log *slog.Logger, h *host) *run.Options {
 		InteractionSecret: cfg.interactionSecret(),
 		MCPGuard:          mcp.GuardOptions{HostAllowlist: cfg.MCPHostAllowlist},
 		MCPRequired:       cfg.MCPRequired,
+		AttachmentsURL:    cfg.AttachmentsURL,
 	}
 }
 

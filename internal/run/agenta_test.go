@@ -2,9 +2,12 @@ package run
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,4 +182,121 @@ func TestKillEndsALongRun(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the run did not end after /kill")
 	}
+}
+
+// onePixelPNG is a real 1×1 PNG.
+const onePixelPNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+// TestInlineFilesReachEachAPI: an image and a PDF in the user's message
+// reach the model in each API's own format.
+func TestInlineFilesReachEachAPI(t *testing.T) {
+	pdf := base64.StdEncoding.EncodeToString([]byte("%PDF-1.4 tiny"))
+	want := map[string][]string{
+		APIOpenAIChat: {`{"image_url":{"url":"data:image/png;base64,` + onePixelPNG + `"},"type":"image_url"}`,
+			`{"file":{"file_data":"data:application/pdf;base64,` + pdf + `","filename":"q3.pdf"},"type":"file"}`},
+		APIOpenAIResponses: {`{"detail":"auto","image_url":"data:image/png;base64,` + onePixelPNG + `","type":"input_image"}`,
+			`{"file_data":"data:application/pdf;base64,` + pdf + `","filename":"q3.pdf","type":"input_file"}`},
+		APIAnthropic: {`{"source":{"data":"` + onePixelPNG + `","media_type":"image/png","type":"base64"},"type":"image"}`,
+			`{"source":{"data":"` + pdf + `","media_type":"application/pdf","type":"base64"},"type":"document"}`},
+	}
+	for _, api := range apis {
+		t.Run(api, func(t *testing.T) {
+			llm := llmtest.NewServer(llmtest.Script{Rules: []llmtest.Rule{{Reply: llmtest.Reply{Text: "A pixel and a PDF."}}}})
+			defer llm.Close()
+			req := baseRequest(llm, api, "")
+			req.Messages = []runnel.Message{{Role: runnel.RoleUser, Content: []runnel.Block{
+				{Type: runnel.BlockImage, MimeType: "image/png", Data: onePixelPNG},
+				{Type: runnel.BlockResource, MimeType: "application/pdf", Data: pdf, Filename: "q3.pdf"},
+				{Type: runnel.BlockText, Text: "What are these?"},
+			}}}
+			req.ModelCapabilities = &runnel.ModelCapabilities{InputModalities: []string{"text", "image", "file"}}
+			res, err := overHTTP(t, NewManager(nil)).Run(context.Background(), req, nil)
+			if err != nil || res.Status != runnel.StatusCompleted {
+				t.Fatalf("%v, %+v", err, res)
+			}
+			body := string(llm.Requests()[0].Body)
+			for _, part := range want[api] {
+				if !strings.Contains(body, part) {
+					t.Errorf("the request body lacks %s:\n%s", part, body)
+				}
+			}
+		})
+	}
+}
+
+// TestAttachmentsAreFetchedOrReported: an attachment block that carries
+// only its id is fetched from the attachments endpoint and reaches the
+// model; without an endpoint it is reported, never dropped silently; one
+// the model cannot take goes into the workspace.
+func TestAttachmentsAreFetchedOrReported(t *testing.T) {
+	png, _ := base64.StdEncoding.DecodeString(onePixelPNG)
+	const id = "019c471b-5b91-71d2-9d4b-5486013e6e9b"
+	var got struct {
+		mu         sync.Mutex
+		path, auth string
+	}
+	store := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.mu.Lock()
+		got.path, got.auth = r.URL.RequestURI(), r.Header.Get("Authorization")
+		got.mu.Unlock()
+		w.Header().Set("Content-Type", "image/png")
+		w.Write(png)
+	}))
+	defer store.Close()
+	attached := func(llm *llmtest.Server) *runnel.RunRequest {
+		req := baseRequest(llm, APIAnthropic, "")
+		req.SessionID = "sess-att"
+		req.Messages = []runnel.Message{{Role: runnel.RoleUser, Content: []runnel.Block{
+			{Type: runnel.BlockAttachment, AttachmentID: id, Filename: "photo.png", MimeType: "image/png", Size: int64(len(png))},
+			{Type: runnel.BlockText, Text: "Describe this image."},
+		}}}
+		req.Telemetry = json.RawMessage(`{"exporters":{"otlp":{"endpoint":"https://otlp.example/v1/traces","headers":{"authorization":"Access tok-123"}}}}`)
+		return req
+	}
+	llm := llmtest.NewServer(llmtest.Script{Rules: []llmtest.Rule{{Reply: llmtest.Reply{Text: "A pixel."}}}})
+	defer llm.Close()
+
+	t.Run("fetched", func(t *testing.T) {
+		m := NewManager(&Options{AttachmentsURL: store.URL + "/api/sessions/attachments/{id}/content?session_id={sessionId}"})
+		res, err := overHTTP(t, m).Run(context.Background(), attached(llm), nil)
+		if err != nil || res.Status != runnel.StatusCompleted || len(res.Notices) != 0 {
+			t.Fatalf("%v, %+v", err, res)
+		}
+		body := string(llm.Requests()[len(llm.Requests())-1].Body)
+		if !strings.Contains(body, `{"source":{"data":"`+onePixelPNG+`","media_type":"image/png","type":"base64"},"type":"image"}`) {
+			t.Errorf("the model did not get the image: %s", body)
+		}
+		got.mu.Lock()
+		defer got.mu.Unlock()
+		if got.path != "/api/sessions/attachments/"+id+"/content?session_id=sess-att" || got.auth != "Access tok-123" {
+			t.Errorf("fetched %s with %q, want the attachment's path and the run's credential", got.path, got.auth)
+		}
+	})
+	t.Run("no endpoint", func(t *testing.T) {
+		res, err := overHTTP(t, NewManager(nil)).Run(context.Background(), attached(llm), nil)
+		if err != nil || res.Status != runnel.StatusCompleted {
+			t.Fatalf("%v, %+v", err, res)
+		}
+		if len(res.Notices) != 1 || !strings.Contains(res.Notices[0], "photo.png (image/png) was not given to the model") ||
+			!strings.Contains(res.Notices[0], "RUNNEL_ATTACHMENTS_URL") {
+			t.Errorf("notices %q, want one naming the file and the setting", res.Notices)
+		}
+		if body := string(llm.Requests()[len(llm.Requests())-1].Body); !strings.Contains(body, "photo.png (image/png), but it could not be loaded") {
+			t.Errorf("the model was not told of the file: %s", body)
+		}
+	})
+	t.Run("a model without images", func(t *testing.T) {
+		m := NewManager(&Options{AttachmentsURL: store.URL + "/a/{id}", WorkspaceRoot: t.TempDir()})
+		req := attached(llm)
+		req.Tools = []string{"read"}
+		req.ModelCapabilities = &runnel.ModelCapabilities{InputModalities: []string{"text"}}
+		res, err := overHTTP(t, m).Run(context.Background(), req, nil)
+		if err != nil || res.Status != runnel.StatusCompleted || len(res.Notices) != 0 {
+			t.Fatalf("%v, %+v", err, res)
+		}
+		body := string(llm.Requests()[len(llm.Requests())-1].Body)
+		if strings.Contains(body, onePixelPNG) || !strings.Contains(body, "saved in the workspace at attachments/"+id+"/photo.png") {
+			t.Errorf("want the image kept from the model and saved in the workspace: %s", body)
+		}
+	})
 }

@@ -141,6 +141,12 @@ type Options struct {
 	// MCPConnectTimeout bounds connecting to one MCP server and listing
 	// its tools (default mcp.DefaultConnectTimeout).
 	MCPConnectTimeout time.Duration
+	// AttachmentsURL is where attachment blocks that carry only an id are
+	// fetched from: a URL with {id} and {sessionId} in it (for Agenta,
+	// https://<api>/api/sessions/attachments/{id}/content?session_id={sessionId}).
+	// The platform's credential for the run is sent as Authorization.
+	// Empty: such attachments are reported, not fetched.
+	AttachmentsURL string
 	// MCPRequired makes every MCP server required (policy.required): one
 	// that cannot be reached fails the run. For platforms that cannot say
 	// so per server (Agenta); by default an unreachable server is a notice
@@ -267,6 +273,7 @@ func (m *Manager) Run(ctx context.Context, req *runnel.RunRequest, sink runnel.S
 		log.WarnContext(ctx, "run refused", "err", err)
 		return nil, err
 	}
+	m.deliverAttachments(rctx, p, ws)
 	g, advert := m.gate(p, ws, pool)
 	log.InfoContext(ctx, "run start", "tools", len(advert), "max_steps", p.maxSteps, "parked", len(p.resume.parked))
 	for _, n := range p.notices {
@@ -380,6 +387,7 @@ func capabilities() *runnel.Capabilities {
 	return &runnel.Capabilities{
 		TextMessages:    true,
 		Images:          true,
+		FileAttachments: true,
 		ToolCalls:       true,
 		Reasoning:       true,
 		Permissions:     true,

@@ -2,9 +2,12 @@ package anthropic
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/provider"
@@ -120,14 +123,41 @@ func messages(msgs []runnel.Message) []message {
 	return out
 }
 
+// documentBlock is a resource as Anthropic takes files: a document from
+// base64 data (PDF and plain text) or a URL, the text of a text resource;
+// any other file is named in a text block, so the model knows it is there.
+func documentBlock(b runnel.Block) contentBlock {
+	mt := b.MimeType
+	switch {
+	case b.Data != "" && mt == "application/pdf":
+		return contentBlock{Type: "document", Source: &imageSource{Type: "base64", MediaType: mt, Data: b.Data}}
+	case b.Data != "" && mt == "text/plain":
+		// Plain text documents are sent as text, not base64.
+		if text, err := base64.StdEncoding.DecodeString(b.Data); err == nil && utf8.Valid(text) {
+			return contentBlock{Type: "document", Source: &imageSource{Type: "text", MediaType: mt, Data: string(text)}}
+		}
+	case b.Data == "" && b.URI != "" && mt == "application/pdf":
+		return contentBlock{Type: "document", Source: &imageSource{Type: "url", URL: b.URI}}
+	case b.Text != "":
+		return contentBlock{Type: "text", Text: b.Text}
+	}
+	name := b.Filename
+	if name == "" {
+		name = b.URI
+	}
+	return contentBlock{Type: "text", Text: fmt.Sprintf("[The user attached the file %s (%s), which this model cannot read.]", name, mt)}
+}
+
 func userBlocks(bs []runnel.Block) []contentBlock {
 	var out []contentBlock
 	for _, b := range bs {
 		switch b.Type {
-		case runnel.BlockText, runnel.BlockResource:
+		case runnel.BlockText:
 			if b.Text != "" {
 				out = append(out, contentBlock{Type: "text", Text: b.Text})
 			}
+		case runnel.BlockResource:
+			out = append(out, documentBlock(b))
 		case runnel.BlockImage:
 			switch {
 			case b.Data != "":

@@ -92,9 +92,16 @@ type chatMessage struct {
 // chatPart is a user content part; the field order gives the keys in the
 // order OpenAI's own SDK writes them.
 type chatPart struct {
+	File     *chatFile     `json:"file,omitempty"`
 	ImageURL *chatImageURL `json:"image_url,omitempty"`
 	Text     string        `json:"text,omitempty"`
 	Type     string        `json:"type"`
+}
+
+// chatFile is a file given inline, as a data URL.
+type chatFile struct {
+	FileData string `json:"file_data,omitempty"`
+	Filename string `json:"filename,omitempty"`
 }
 
 type chatImageURL struct {
@@ -177,9 +184,18 @@ func chatUserContent(blocks []runnel.Block) any {
 	var parts []chatPart
 	for _, b := range blocks {
 		switch b.Type {
-		case runnel.BlockText, runnel.BlockResource:
+		case runnel.BlockText:
 			if b.Text != "" {
 				parts = append(parts, chatPart{Type: "text", Text: b.Text})
+			}
+		case runnel.BlockResource:
+			switch {
+			case b.Data != "":
+				parts = append(parts, chatPart{Type: "file", File: &chatFile{FileData: dataURL(b.MimeType, b.Data), Filename: fileName(b)}})
+			case b.Text != "":
+				parts = append(parts, chatPart{Type: "text", Text: b.Text})
+			case b.URI != "": // Chat Completions takes no file by URL
+				parts = append(parts, chatPart{Type: "text", Text: fileMention(b)})
 			}
 		case runnel.BlockImage:
 			if u := imageURL(b.MimeType, b.Data, b.URI); u != "" {

@@ -18,11 +18,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 
+	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/provider"
 )
 
@@ -137,6 +139,34 @@ func toolSchema(schema json.RawMessage) json.RawMessage {
 }
 
 // imageURL is an image block as a URL: its uri, or a data URL of its bytes.
+// dataURL is inline base64 data as a data URL.
+func dataURL(mimeType, data string) string {
+	if mimeType == "" {
+		mimeType = "application/octet-stream"
+	}
+	return "data:" + mimeType + ";base64," + data
+}
+
+// fileName is the name a file part is sent under.
+func fileName(b runnel.Block) string {
+	if b.Filename != "" {
+		return b.Filename
+	}
+	return "attachment"
+}
+
+// fileMention tells the model of a file it cannot be given inline.
+func fileMention(b runnel.Block) string {
+	return fmt.Sprintf("[The user attached the file %s (%s): %s]", fileName(b), orOctets(b.MimeType), b.URI)
+}
+
+func orOctets(mimeType string) string {
+	if mimeType == "" {
+		return "application/octet-stream"
+	}
+	return mimeType
+}
+
 func imageURL(mimeType, data, uri string) string {
 	if data != "" {
 		if mimeType == "" {

@@ -95,6 +95,9 @@ type respInputItem struct {
 // order OpenAI's own SDK writes them.
 type respPart struct {
 	Detail   string `json:"detail,omitempty"`
+	FileData string `json:"file_data,omitempty"`
+	FileURL  string `json:"file_url,omitempty"`
+	Filename string `json:"filename,omitempty"`
 	ImageURL string `json:"image_url,omitempty"`
 	Text     string `json:"text,omitempty"`
 	Type     string `json:"type"`
@@ -151,9 +154,18 @@ func responsesUserParts(blocks []runnel.Block) []respPart {
 	var parts []respPart
 	for _, b := range blocks {
 		switch b.Type {
-		case runnel.BlockText, runnel.BlockResource:
+		case runnel.BlockText:
 			if b.Text != "" {
 				parts = append(parts, respPart{Type: "input_text", Text: b.Text})
+			}
+		case runnel.BlockResource:
+			switch {
+			case b.Data != "":
+				parts = append(parts, respPart{Type: "input_file", FileData: dataURL(b.MimeType, b.Data), Filename: fileName(b)})
+			case b.Text != "":
+				parts = append(parts, respPart{Type: "input_text", Text: b.Text})
+			case b.URI != "":
+				parts = append(parts, respPart{Type: "input_file", FileURL: b.URI})
 			}
 		case runnel.BlockImage:
 			if u := imageURL(b.MimeType, b.Data, b.URI); u != "" {

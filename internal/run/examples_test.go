@@ -82,7 +82,8 @@ func runExample(t *testing.T, m *Manager, req *runnel.RunRequest, norm *strings.
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	res.RequestID = "run_5f1c0a9e2b7d4c36"
+	// The ids a run makes up are fixed for the guide.
+	res.RequestID, res.TraceID = "run_5f1c0a9e2b7d4c36", "4bf92f3577b34da6a3ce929d0e0e4736"
 	for _, part := range []struct {
 		suffix string
 		value  any

@@ -57,6 +57,13 @@ type plan struct {
 	notices []string
 	// runID names the run in logs and in an internal error's sentence.
 	runID string
+	// sessionID is the request's session, or one runnel made up for a
+	// request without one, so the platform can carry it into the next
+	// turn as a platform that reads it expects (Agenta's does).
+	sessionID string
+	// traceID is the W3C trace id of the caller's traceparent, or a fresh
+	// one: every result and done event names the run's trace.
+	traceID string
 	// red removes the request's secrets from everything the run shows.
 	red *redact.Redactor
 	// log is the run's logger: run id, session, harness and model on every
@@ -77,9 +84,16 @@ func (m *Manager) plan(req *runnel.RunRequest, runID string) (*plan, error) {
 	if req == nil {
 		return nil, invalid("The request is empty.")
 	}
-	p := &plan{req: req, runID: runID, red: redact.New(append(secretValues(req), m.opts.ServerSecrets...)...)}
+	p := &plan{req: req, runID: runID, red: redact.New(append(secretValues(req), m.opts.ServerSecrets...)...),
+		sessionID: req.SessionID, traceID: traceID(req)}
+	if p.sessionID == "" {
+		p.sessionID = "sess_" + randomHex(8)
+	}
+	if p.traceID == "" {
+		p.traceID = randomHex(16)
+	}
 	p.log = slog.New(p.red.Handler(m.log.Handler())).With(
-		"run_id", p.runID, "session_id", req.SessionID, "harness", "native", "model", req.Model)
+		"run_id", p.runID, "session_id", p.sessionID, "trace_id", p.traceID, "harness", "native", "model", req.Model)
 	checks := []func(*plan) error{
 		checkHarness, checkMessages, checkSandbox, checkFiles, m.checkMCP, m.checkLimits,
 	}
@@ -289,7 +303,7 @@ func (m *Manager) planTools(p *plan) error {
 	reg, err := tools.New(p.req.CustomTools, p.req.ToolCallback, &tools.Options{
 		HTTPClient: m.opts.HTTPClient,
 		Timeout:    m.opts.ToolTimeout,
-		RunContext: withSession(p.req.RunContext, p.req.SessionID),
+		RunContext: withSession(p.req.RunContext, p.sessionID),
 		Logger:     p.log,
 	})
 	if err != nil {

@@ -240,9 +240,7 @@ func (m *Manager) Run(ctx context.Context, req *runnel.RunRequest, sink runnel.S
 	if sink == nil {
 		sink = runnel.Discard{}
 	}
-	if id := traceID(req); id != "" {
-		sink = tracedSink{next: sink, traceID: id}
-	}
+	sink = tracedSink{next: sink, traceID: p.traceID}
 	sink = red.Sink(sink)
 
 	ws, err := m.openWorkspace(p)
@@ -318,10 +316,10 @@ func (m *Manager) result(ctx, rctx context.Context, p *plan, out *native.Outcome
 		Interactions: out.Interactions,
 		Notices:      p.notices,
 		Capabilities: capabilities(),
-		SessionID:    p.req.SessionID,
+		SessionID:    p.sessionID,
 		TurnID:       p.req.TurnID,
 		Model:        p.req.Model,
-		TraceID:      traceID(p.req),
+		TraceID:      p.traceID,
 		RequestID:    p.runID,
 	}
 	if res.Messages == nil {
@@ -397,8 +395,11 @@ func capabilities() *runnel.Capabilities {
 	}
 }
 
-func newRunID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return "run_" + hex.EncodeToString(b[:])
+func newRunID() string { return "run_" + randomHex(8) }
+
+// randomHex is n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
 }

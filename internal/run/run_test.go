@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -70,7 +71,10 @@ func TestToolConversation(t *testing.T) {
 			}
 
 			got := *res
-			got.Messages, got.RequestID = nil, ""
+			if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(got.TraceID) {
+				t.Errorf("traceId %q, want a fresh W3C trace id for a request without one", got.TraceID)
+			}
+			got.Messages, got.RequestID, got.TraceID = nil, "", ""
 			want := runnel.Result{
 				OK: true, Status: runnel.StatusCompleted, Output: "It is ref__get_time ok.",
 				Usage: runnel.Usage{Input: 30, Output: 15, Total: 45}, StopReason: runnel.StopEndTurn,

@@ -300,3 +300,33 @@ func TestAttachmentsAreFetchedOrReported(t *testing.T) {
 		}
 	})
 }
+
+// TestAgentaApprovalShape: Agenta sends a person's answer as a tool_result
+// right after the call, in the same assistant message, without a kind, its
+// output {approved, interactionToken}. The call runs, and the answer is
+// reported under the token.
+func TestAgentaApprovalShape(t *testing.T) {
+	llm := llmtest.NewServer(pauseScript(toolCall("call_d", "delete_item", deleteArgs)))
+	defer llm.Close()
+	p := newPlatform(t, nil)
+	m := overHTTP(t, NewManager(nil))
+	req, first := pausedRun(t, m, llm, p, APIOpenAIChat)
+	it := first.Interactions[0]
+	history := append([]runnel.Message(nil), req.Messages...)
+	history = append(history, runnel.Message{Role: runnel.RoleAssistant, Content: []runnel.Block{
+		{Type: runnel.BlockToolCall, ToolCallID: "call_d", ToolName: "delete_item", Input: json.RawMessage(deleteArgs)},
+		{Type: runnel.BlockToolResult, ToolCallID: "call_d", ToolName: "delete_item",
+			Output: json.RawMessage(`{"approved":true,"interactionToken":"` + it.ID + `"}`)},
+	}})
+	rec := &recorder{}
+	res, err := m.Run(context.Background(), withHistory(t, req, history), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != runnel.StatusCompleted || len(p.received()) != 1 {
+		t.Fatalf("status %q with %d callback calls, want the approved call run once", res.Status, len(p.received()))
+	}
+	if s := rec.summary(); len(s) < 2 || s[1] != "interaction_response "+it.ID+" call_d approved=true" {
+		t.Errorf("events %q, want the answer reported under the token", s)
+	}
+}

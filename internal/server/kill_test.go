@@ -66,3 +66,16 @@ func TestKillEndsASessionsRuns(t *testing.T) {
 	}
 	// The other run ends with the test (its client's context).
 }
+
+// TestSubscriptionStatus: Agenta asks a runner which harness logins it
+// holds, and calls one that answers 404 incompatible.
+func TestSubscriptionStatus(t *testing.T) {
+	ts := newTestServer(t, helloRunner(), &Options{Token: "tok-0123456789"})
+	if resp, _ := do(t, ts, http.MethodGet, "/subscription-status", ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("without the token: %d, want 401", resp.StatusCode)
+	}
+	resp, body := do(t, ts, http.MethodGet, "/subscription-status", "", "Authorization", "Bearer tok-0123456789")
+	if resp.StatusCode != http.StatusOK || string(body) != `{"version":1,"harnesses":{}}`+"\n" {
+		t.Errorf("%d %s, want 200 and no harness logins", resp.StatusCode, body)
+	}
+}

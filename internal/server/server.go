@@ -174,9 +174,10 @@ func New(runner Runner, opts *Options) *Server {
 	s.route(http.MethodPost, "/run", s.authed(http.HandlerFunc(s.handleRun)))
 	s.route(http.MethodPost, "/stream", s.authed(http.HandlerFunc(s.handleRun)))
 	s.route(http.MethodPost, "/kill", s.authed(http.HandlerFunc(s.kill)))
+	s.route(http.MethodGet, "/subscription-status", s.authed(http.HandlerFunc(s.subscriptionStatus)))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &runnel.Error{Code: codeNotFound,
-			Message: "no route " + r.URL.Path + "; runnel serves POST /run, POST /stream, POST /kill, GET /health and GET /v1/capabilities"})
+			Message: "no route " + r.URL.Path + "; runnel serves POST /run, POST /stream, POST /kill, GET /health, GET /v1/capabilities and GET /subscription-status"})
 	})
 	return s
 }
@@ -301,6 +302,16 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 		c.Limits.ConcurrencyLimit = s.opts.ConcurrencyLimit
 	}
 	s.writeJSON(w, r, http.StatusOK, c)
+}
+
+// subscriptionStatus serves GET /subscription-status, which Agenta asks a
+// runner for the harness logins it holds; without an answer it shows the
+// runner as incompatible. This build holds none.
+func (s *Server) subscriptionStatus(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, r, http.StatusOK, struct {
+		Version   int               `json:"version"`
+		Harnesses map[string]string `json:"harnesses"`
+	}{1, map[string]string{}})
 }
 
 func orEmpty(s []string) []string {

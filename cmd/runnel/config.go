@@ -455,7 +455,8 @@ func (cfg *Config) interactionSecret() []byte {
 }
 
 func (cfg *Config) serverOptions(log *slog.Logger, harnesses []string, h *host) *server.Options {
-	features := []string{"ndjson", "permissions", "pause_resume", "client_tools", "builtins", "mcp", "code_mode"}
+	features := []string{"ndjson", "permissions", "pause_resume", "client_tools", "builtins", "mcp", "code_mode",
+		"model_connection", "attachments", "kill"}
 	return &server.Options{
 		Token:            cfg.Token,
 		MaxBodyBytes:     cfg.MaxBodyBytes,

@@ -2,8 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -124,15 +122,7 @@ func startProcessAs(t *testing.T, bin string, env []string, cred *syscall.Creden
 func postRun(t *testing.T, url string, req any) *runnel.Result {
 	t.Helper()
 	body, _ := json.Marshal(req)
-	r, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url+"/run", bytes.NewReader(body))
-	r.Header.Set("Authorization", "Bearer replica-token-0123456789")
-	client := &http.Client{Transport: &http.Transport{}}
-	defer client.CloseIdleConnections()
-	resp, err := client.Do(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := post(t, url, "replica-token-0123456789", body, "")
 	var res runnel.Result
 	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
 		t.Fatal(err)

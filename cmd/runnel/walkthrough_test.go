@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +12,6 @@ import (
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/llmtest"
-	"github.com/runnel/runnel/internal/server"
 )
 
 // TestReadmeWalkthrough runs the README's five-minute walk-through with
@@ -42,37 +38,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 
 	url, _, stop := startDaemon(t, nil, nil)
 	defer stop()
-	req, _ := http.NewRequest(http.MethodPost, url+"/run", strings.NewReader(body))
-	req.Header.Set("Accept", "application/x-ndjson")
-	client := &http.Client{Transport: &http.Transport{}}
-	defer client.CloseIdleConnections()
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("status %d", resp.StatusCode)
-	}
-
-	var events []runnel.Event
-	var result *runnel.Result
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if sc.Text() == "" {
-			continue
-		}
-		var rec server.Record
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatalf("record %q: %v", sc.Text(), err)
-		}
-		if rec.Event != nil {
-			events = append(events, *rec.Event)
-		}
-		if rec.Result != nil {
-			result = rec.Result
-		}
-	}
+	events, result := postStream(t, url, "", []byte(body))
 	var call, res *runnel.Event
 	for i := range events {
 		switch events[i].Type {
@@ -88,7 +54,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if res == nil || string(res.Output) != `"18°C and sunny in Paris"` || res.IsError {
 		t.Errorf("tool_result event %+v", res)
 	}
-	if result == nil || result.Status != runnel.StatusCompleted || result.Output != "The weather in Paris: 18°C and sunny in Paris" {
+	if result.Status != runnel.StatusCompleted || result.Output != "The weather in Paris: 18°C and sunny in Paris" {
 		t.Errorf("result %+v", result)
 	}
 }

@@ -3,7 +3,6 @@ package run
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -238,18 +237,9 @@ func platformAuthorization(req *runnel.RunRequest) string {
 	if req.ToolCallback != nil && req.ToolCallback.Authorization != "" {
 		return req.ToolCallback.Authorization
 	}
-	var tel struct {
-		Exporters struct {
-			OTLP struct {
-				Headers map[string]string `json:"headers"`
-			} `json:"otlp"`
-		} `json:"exporters"`
-	}
-	if len(req.Telemetry) > 0 && json.Unmarshal(req.Telemetry, &tel) == nil {
-		for k, v := range tel.Exporters.OTLP.Headers {
-			if strings.EqualFold(k, "authorization") {
-				return v
-			}
+	for k, v := range otlpHeaders(req) {
+		if strings.EqualFold(k, "authorization") {
+			return v
 		}
 	}
 	return ""

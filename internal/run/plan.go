@@ -419,6 +419,15 @@ func secretValues(req *runnel.RunRequest) []string {
 			out = append(out, mcp.SecretURLParts(s.Connection.URL)...)
 		}
 	}
+	for _, v := range otlpHeaders(req) {
+		out = append(out, v)
+	}
+	return out
+}
+
+// otlpHeaders are the headers of the run's OTLP exporter, which carry the
+// platform's credential; nil when telemetry is absent or unreadable.
+func otlpHeaders(req *runnel.RunRequest) map[string]string {
 	var tel struct {
 		Exporters struct {
 			OTLP struct {
@@ -426,10 +435,8 @@ func secretValues(req *runnel.RunRequest) []string {
 			} `json:"otlp"`
 		} `json:"exporters"`
 	}
-	if len(req.Telemetry) > 0 && json.Unmarshal(req.Telemetry, &tel) == nil {
-		for _, v := range tel.Exporters.OTLP.Headers {
-			out = append(out, v)
-		}
+	if len(req.Telemetry) == 0 || json.Unmarshal(req.Telemetry, &tel) != nil {
+		return nil
 	}
-	return out
+	return tel.Exporters.OTLP.Headers
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/runnel/runnel/internal/codemode"
-	"github.com/runnel/runnel/internal/harness/native"
+	"github.com/runnel/runnel/internal/harness"
 	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/permission"
 	"github.com/runnel/runnel/internal/provider"
@@ -45,8 +45,8 @@ func codeModeTools(g *gate, p *plan, pool *mcp.Pool, limiter *codemode.Limiter) 
 		executor:   permission.ExecutorRelay,
 		readOnly:   &readOnly,
 		ownDefault: permission.Allow,
-		run: func(context.Context, native.Call) native.ToolResult {
-			return native.TextResult(listing, false)
+		run: func(context.Context, harness.Call) harness.ToolResult {
+			return harness.TextResult(listing, false)
 		},
 	}
 	scripts := &scriptCaller{gate: g, pool: pool, names: make(map[[2]string]string, len(mcpTools))}
@@ -57,7 +57,7 @@ func codeModeTools(g *gate, p *plan, pool *mcp.Pool, limiter *codemode.Limiter) 
 		executor:   permission.ExecutorRelay,
 		readOnly:   &readOnly,
 		ownDefault: permission.Allow,
-		run: func(ctx context.Context, c native.Call) native.ToolResult {
+		run: func(ctx context.Context, c harness.Call) harness.ToolResult {
 			return runScript(ctx, p.log, c.Input, &codemode.Options{Timeout: p.scriptTimeout, Limiter: limiter}, sandboxTools, scripts)
 		},
 	}
@@ -70,10 +70,10 @@ func codeModeTools(g *gate, p *plan, pool *mcp.Pool, limiter *codemode.Limiter) 
 // runScript is one run_mcp_script call. The model's timeoutMs replaces the
 // default budget (opts.Timeout), up to codemode.MaxTimeout; the run's own
 // deadline bounds it all the same through ctx.
-func runScript(ctx context.Context, log *slog.Logger, input json.RawMessage, opts *codemode.Options, tools []codemode.Tool, caller codemode.Caller) native.ToolResult {
+func runScript(ctx context.Context, log *slog.Logger, input json.RawMessage, opts *codemode.Options, tools []codemode.Tool, caller codemode.Caller) harness.ToolResult {
 	var in codemode.ScriptInput
 	if err := strictjson.Unmarshal(input, &in); err != nil || strings.TrimSpace(in.Script) == "" {
-		return native.TextResult(fmt.Sprintf(
+		return harness.TextResult(fmt.Sprintf(
 			"%s needs {\"script\": \"<JavaScript>\"}, with an optional integer timeoutMs; the arguments given were not that. Call list_mcp_tools for the functions a script can call.",
 			codemode.RunScriptName), true)
 	}
@@ -89,9 +89,9 @@ func runScript(ctx context.Context, log *slog.Logger, input json.RawMessage, opt
 		"failure", string(out.Failure), "logs", len(out.Logs))
 	b, err := json.Marshal(out)
 	if err != nil { // the result is JSON already and the rest are strings
-		return native.TextResult("The script's output could not be encoded.", true)
+		return harness.TextResult("The script's output could not be encoded.", true)
 	}
-	return native.ToolResult{Output: b, IsError: out.Error != ""}
+	return harness.ToolResult{Output: b, IsError: out.Error != ""}
 }
 
 // scriptCaller runs the calls of scripts through the run's gate, under

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/runnel/runnel"
-	"github.com/runnel/runnel/internal/harness/native"
+	"github.com/runnel/runnel/internal/harness"
 	"github.com/runnel/runnel/internal/permission"
 	"github.com/runnel/runnel/internal/tools"
 )
@@ -43,10 +43,10 @@ type gatedTool struct {
 	// render is passed through to a client tool's interaction.
 	render json.RawMessage
 	// run executes the call; nil for a client tool, which the browser runs.
-	run func(ctx context.Context, c native.Call) native.ToolResult
+	run func(ctx context.Context, c harness.Call) harness.ToolResult
 }
 
-// gate is the run's native.Dispatcher: every call passes the permission
+// gate is the run's harness.Dispatcher: every call passes the permission
 // plan (DESIGN §5.1) before it runs, is answered, or pauses the turn. It
 // consumes the answers the replayed conversation carries (the store) and
 // answers the parked calls a newer user message superseded.
@@ -55,7 +55,7 @@ type gate struct {
 	plan  permission.Plan
 	store *permission.Store
 	// superseded and stale name parked calls by id. They are consulted
-	// only for the parked calls the loop settles (native.Call.Resumed),
+	// only for the parked calls the loop settles (harness.Call.Resumed),
 	// never for a call the model makes in this run: a provider may reuse
 	// ids ("call_0"), and a new call must not be refused for an old one's
 	// sake.
@@ -76,13 +76,13 @@ type gate struct {
 // allow should run it now), a deny stands before any stored answer, and a
 // client tool is the browser's to answer, so allow and ask both serve its
 // stored output or pause for it.
-func (g *gate) Dispatch(_ context.Context, c native.Call) native.Verdict {
+func (g *gate) Dispatch(_ context.Context, c harness.Call) harness.Verdict {
 	t, ok := g.tools[c.Name]
 	if !ok {
-		return native.Answer(native.TextResult(fmt.Sprintf("Tool '%s' is not available.", c.Name), true))
+		return harness.Answer(harness.TextResult(fmt.Sprintf("Tool '%s' is not available.", c.Name), true))
 	}
 	if c.Resumed && g.superseded[c.ID] {
-		return native.Answer(native.DeniedResult(supersededText(c.Name)))
+		return harness.Answer(harness.DeniedResult(supersededText(c.Name)))
 	}
 	ref := g.callRef(t, c)
 	verdict, decision := g.decide(t, c.Name, c.Input, g.store, ref)
@@ -101,26 +101,26 @@ func (g *gate) Dispatch(_ context.Context, c native.Call) native.Verdict {
 }
 
 // verdict turns the plan's verdict on a call into what the loop does.
-func (g *gate) verdict(t *gatedTool, c native.Call, ref permission.CallRef, verdict permission.Verdict, decision *permission.Decision) native.Verdict {
+func (g *gate) verdict(t *gatedTool, c harness.Call, ref permission.CallRef, verdict permission.Verdict, decision *permission.Decision) harness.Verdict {
 	switch {
 	case verdict == permission.VerdictDeny && decision != nil:
-		return native.Answer(native.DeniedResult(declinedText(c.Name, decision.Reason)))
+		return harness.Answer(harness.DeniedResult(declinedText(c.Name, decision.Reason)))
 	case verdict == permission.VerdictDeny:
-		return native.Answer(native.DeniedResult(policyDeniedText(c.Name)))
+		return harness.Answer(harness.DeniedResult(policyDeniedText(c.Name)))
 	case t.run == nil:
 		if out, ok := g.store.TakeOutput(ref); ok {
-			return native.Answer(fromTools(tools.CapResult(tools.Result{Output: out.Output, IsError: out.IsError})))
+			return harness.Answer(fromTools(tools.CapResult(tools.Result{Output: out.Output, IsError: out.IsError})))
 		}
 		return g.pause(runnel.InteractionClientTool, c, t.render)
 	case verdict == permission.VerdictPending:
 		return g.pause(runnel.InteractionApproval, c, nil)
 	}
-	return native.Execute(func(ctx context.Context) native.ToolResult { return t.run(ctx, c) })
+	return harness.Execute(func(ctx context.Context) harness.ToolResult { return t.run(ctx, c) })
 }
 
 // callRef is what the store matches a call's answer by: its id, name, key
 // and canonical arguments (the ones an interaction's signature covers).
-func (g *gate) callRef(t *gatedTool, c native.Call) permission.CallRef {
+func (g *gate) callRef(t *gatedTool, c harness.Call) permission.CallRef {
 	ref := permission.CallRef{ID: c.ID, Name: c.Name}
 	ref.Key, _ = permission.Key(c.Name, c.Input, permission.KeyOptions{BoundPaths: t.boundPaths})
 	if args, err := permission.CanonicalJSON(signedInput(c.Input)); err == nil {
@@ -161,12 +161,12 @@ func (g *gate) decide(t *gatedTool, name string, args json.RawMessage, store *pe
 // replay "[REDACTED]", and the call would then run with that text or
 // never verify. The model is told to leave the credential out; the
 // platform holds it.
-func (g *gate) pause(kind runnel.InteractionKind, c native.Call, render json.RawMessage) native.Verdict {
+func (g *gate) pause(kind runnel.InteractionKind, c harness.Call, render json.RawMessage) harness.Verdict {
 	if c.Resumed && g.stale[c.ID] {
-		return native.Answer(native.DeniedResult(supersededText(c.Name)))
+		return harness.Answer(harness.DeniedResult(supersededText(c.Name)))
 	}
 	if g.holdsSecret != nil && g.holdsSecret(c.Input) {
-		return native.Answer(native.TextResult(fmt.Sprintf(
+		return harness.Answer(harness.TextResult(fmt.Sprintf(
 			"Tool '%s' cannot be sent to the user: its arguments contain a credential of this run, which must never be shown. Retry the call without the credential in its arguments; the platform supplies credentials itself.",
 			c.Name), true))
 	}
@@ -183,18 +183,18 @@ func (g *gate) pause(kind runnel.InteractionKind, c native.Call, render json.Raw
 	if len(g.secret) > 0 {
 		sig, err := permission.Sign(g.secret, it.ID, it.ToolCallID, it.ToolName, signedInput(c.Input), g.now())
 		if err != nil {
-			return native.Answer(native.TextResult(fmt.Sprintf(
+			return harness.Answer(harness.TextResult(fmt.Sprintf(
 				"Tool '%s' cannot be sent for approval: its arguments cannot be signed (%v). Retry the tool call with plain JSON arguments.",
 				c.Name, err), true))
 		}
 		it.Signature = sig
 	}
-	return native.Pause(it)
+	return harness.Pause(it)
 }
 
 // fromTools is a tool's result as the loop reads it.
-func fromTools(r tools.Result) native.ToolResult {
-	return native.ToolResult{Output: r.Output, IsError: r.IsError}
+func fromTools(r tools.Result) harness.ToolResult {
+	return harness.ToolResult{Output: r.Output, IsError: r.IsError}
 }
 
 // signedInput is a call's arguments as the interaction shows them: absent

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/harness"
 	"github.com/runnel/runnel/internal/harness/native"
 	"github.com/runnel/runnel/internal/permission"
 	"github.com/runnel/runnel/internal/provider"
@@ -17,7 +18,7 @@ import (
 // oneStep is an in-process model for gate tests: it calls one tool, then
 // ends the turn.
 type oneStep struct {
-	call  native.Call
+	call  harness.Call
 	steps int
 }
 
@@ -31,7 +32,7 @@ func (m *oneStep) Stream(context.Context, *provider.Request, func(provider.Chunk
 
 // verdictOf runs the gate's verdict through a one-call loop and reports
 // it as text: "run", "pause <kind>", or the answer.
-func verdictOf(t *testing.T, g *gate, c native.Call) string {
+func verdictOf(t *testing.T, g *gate, c harness.Call) string {
 	t.Helper()
 	v := g.Dispatch(context.Background(), c)
 	// A Verdict is opaque outside the loop, so a one-call turn reads it.
@@ -39,7 +40,7 @@ func verdictOf(t *testing.T, g *gate, c native.Call) string {
 	out, err := native.Run(context.Background(), &native.Turn{
 		Model: m, Messages: []runnel.Message{runnel.UserText("go")},
 		Tools:      []provider.Tool{{Name: c.Name, Schema: runnel.PermissiveSchema()}},
-		Dispatcher: native.DispatcherFunc(func(context.Context, native.Call) native.Verdict { return v }),
+		Dispatcher: harness.DispatcherFunc(func(context.Context, harness.Call) harness.Verdict { return v }),
 	}, runnel.Discard{})
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +57,7 @@ func verdictOf(t *testing.T, g *gate, c native.Call) string {
 
 func TestGateVerdicts(t *testing.T) {
 	yes := true
-	ran := func(context.Context, native.Call) native.ToolResult { return native.TextResult("ran", false) }
+	ran := func(context.Context, harness.Call) harness.ToolResult { return harness.TextResult("ran", false) }
 	gated := map[string]*gatedTool{
 		"lookup":  {executor: permission.ExecutorRelay, readOnly: &yes, run: ran},
 		"change":  {executor: permission.ExecutorRelay, run: ran},
@@ -64,8 +65,8 @@ func TestGateVerdicts(t *testing.T) {
 		"connect": {executor: permission.ExecutorClient},
 		"bound":   {executor: permission.ExecutorRelay, boundPaths: []string{"project"}, run: ran},
 	}
-	call := func(id, name, input string) native.Call {
-		return native.Call{ID: id, Name: name, Input: json.RawMessage(input)}
+	call := func(id, name, input string) harness.Call {
+		return harness.Call{ID: id, Name: name, Input: json.RawMessage(input)}
 	}
 	history := func(blocks ...runnel.Block) []runnel.Message {
 		return []runnel.Message{runnel.UserText("go"), {Role: runnel.RoleTool, Content: blocks}}
@@ -75,7 +76,7 @@ func TestGateVerdicts(t *testing.T) {
 		perms      string
 		history    []runnel.Message
 		superseded bool
-		call       native.Call
+		call       harness.Call
 		want       string
 	}{
 		{"allow_reads runs a read", "", nil, false, call("c", "lookup", `{}`), "run"},
@@ -127,7 +128,7 @@ func TestGateSignsInteractions(t *testing.T) {
 	issued := time.Unix(1767225600, 0)
 	g := &gate{tools: map[string]*gatedTool{"connect": {executor: permission.ExecutorClient}}, plan: permission.ParsePlan(nil),
 		store: &permission.Store{}, secret: secret, now: func() time.Time { return issued }}
-	m := &oneStep{call: native.Call{ID: "c1", Name: "connect", Input: json.RawMessage(`{ "b": 2, "a": 1 }`)}}
+	m := &oneStep{call: harness.Call{ID: "c1", Name: "connect", Input: json.RawMessage(`{ "b": 2, "a": 1 }`)}}
 	out, err := native.Run(context.Background(), &native.Turn{
 		Model: m, Messages: []runnel.Message{runnel.UserText("go")},
 		Tools: []provider.Tool{{Name: "connect", Schema: runnel.PermissiveSchema()}}, Dispatcher: g,

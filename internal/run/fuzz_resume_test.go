@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/harness"
 	"github.com/runnel/runnel/internal/harness/native"
 	"github.com/runnel/runnel/internal/permission"
 	"github.com/runnel/runnel/internal/provider"
@@ -32,7 +33,7 @@ func FuzzResumeHistories(f *testing.F) {
 	}
 	secret := []byte("fuzz-interaction-secret")
 	now := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
-	legit := []native.Call{
+	legit := []harness.Call{
 		{ID: "c1", Name: "act", Input: json.RawMessage(`{"n":1}`)},
 		{ID: "c2", Name: "act", Input: json.RawMessage(`{"n":2}`)},
 	}
@@ -76,7 +77,7 @@ func FuzzResumeHistories(f *testing.F) {
 
 // fuzzHistory builds a replayed conversation from ops, two bytes an
 // operation, around the paused turn that parked the legit calls.
-func fuzzHistory(legit []native.Call, sigs map[string]string, ops []byte) []runnel.Message {
+func fuzzHistory(legit []harness.Call, sigs map[string]string, ops []byte) []runnel.Message {
 	ids := []string{"c1", "c2", "c3", "f1"}
 	inputs := []string{`{"n":1}`, `{"n":2}`, `{"n":1e999}`, `{"n":1,"x":0}`, `{"n":1.0}`, `{}`}
 	pick := func(list []string, b byte) string { return list[int(b)%len(list)] }
@@ -106,7 +107,7 @@ func fuzzHistory(legit []native.Call, sigs map[string]string, ops []byte) []runn
 				{Type: runnel.BlockToolResult, ToolCallID: id, ToolName: "act", Output: runnel.TextOutput("done")}}})
 		case 5:
 			after = append(after, runnel.Message{Role: runnel.RoleTool, Content: []runnel.Block{
-				{Type: runnel.BlockToolResult, ToolCallID: id, ToolName: "act", Output: runnel.TextOutput(native.Deferred), IsError: true}}})
+				{Type: runnel.BlockToolResult, ToolCallID: id, ToolName: "act", Output: runnel.TextOutput(harness.Deferred), IsError: true}}})
 		case 6:
 			after = append(after, runnel.Message{Role: runnel.RoleTool, Content: []runnel.Block{clientOutput(id, "act", `{"approved":true}`)}})
 		}
@@ -156,12 +157,12 @@ func runResumed(t *testing.T, history []runnel.Message, secret []byte, now time.
 	var mu sync.Mutex
 	var executed []string
 	g := &gate{
-		tools: map[string]*gatedTool{"act": {executor: permission.ExecutorRelay, run: func(_ context.Context, c native.Call) native.ToolResult {
+		tools: map[string]*gatedTool{"act": {executor: permission.ExecutorRelay, run: func(_ context.Context, c harness.Call) harness.ToolResult {
 			canonical, _ := permission.CanonicalJSON(c.Input)
 			mu.Lock()
 			executed = append(executed, c.ID+" "+c.Name+" "+string(canonical))
 			mu.Unlock()
-			return native.TextResult("done", false)
+			return harness.TextResult("done", false)
 		}}},
 		plan: permission.ParsePlan(nil), store: r.store, superseded: r.superseded, stale: r.stale,
 		secret: secret, now: func() time.Time { return now }, ttl: time.Hour,

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/harness"
 	"github.com/runnel/runnel/internal/harness/native"
 	"github.com/runnel/runnel/internal/permission"
 	"github.com/runnel/runnel/internal/provider"
@@ -83,16 +84,16 @@ func runGated(t *testing.T, ws *sandbox.Workspace, plan permission.Plan, tool st
 	for _, b := range tools.NewBuiltins([]string{tool}, ws, nil) {
 		readOnly := b.ReadOnly
 		g.tools[b.Name] = &gatedTool{executor: permission.ExecutorHarness, readOnly: &readOnly, subject: b.Subject,
-			run: func(_ context.Context, c native.Call) native.ToolResult {
+			run: func(_ context.Context, c harness.Call) harness.ToolResult {
 				mu.Lock()
 				defer mu.Unlock()
 				in := append(json.RawMessage(nil), c.Input...)
 				ran = &in
-				return native.TextResult("recorded", false)
+				return harness.TextResult("recorded", false)
 			}}
 		advert = append(advert, provider.Tool{Name: b.Name, Schema: b.Schema})
 	}
-	model := &oneStep{call: native.Call{ID: "c1", Name: tool, Input: json.RawMessage(args)}}
+	model := &oneStep{call: harness.Call{ID: "c1", Name: tool, Input: json.RawMessage(args)}}
 	if _, err := native.Run(context.Background(), &native.Turn{
 		Model: model, Messages: []runnel.Message{runnel.UserText("go")}, Tools: advert, Dispatcher: g,
 	}, runnel.Discard{}); err != nil {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/runnel/runnel"
-	"github.com/runnel/runnel/internal/harness/native"
+	"github.com/runnel/runnel/internal/harness"
 	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/permission"
 	"github.com/runnel/runnel/internal/provider"
@@ -66,7 +66,7 @@ func mcpTools(g *gate, pool *mcp.Pool) []provider.Tool {
 			serverPermission: t.ServerPermission,
 			readOnly:         t.ReadOnly,
 			subject:          schemaSubject(t.InputSchema),
-			run: func(ctx context.Context, c native.Call) native.ToolResult {
+			run: func(ctx context.Context, c harness.Call) harness.ToolResult {
 				return mcpResult(pool.Call(ctx, name, c.Input))
 			},
 		}
@@ -77,12 +77,12 @@ func mcpTools(g *gate, pool *mcp.Pool) []provider.Tool {
 
 // mcpResult turns a pool call into what the model reads. A call that got
 // no result (the server failed, or the run ended) is a tool error too.
-func mcpResult(res mcp.Result, err error) native.ToolResult {
+func mcpResult(res mcp.Result, err error) harness.ToolResult {
 	switch {
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		return native.TextResult("The MCP tool call was cancelled before it finished.", true)
+		return harness.TextResult("The MCP tool call was cancelled before it finished.", true)
 	case err != nil:
-		return native.TextResult(fmt.Sprintf("The MCP tool call failed: %v", err), true)
+		return harness.TextResult(fmt.Sprintf("The MCP tool call failed: %v", err), true)
 	}
-	return native.ToolResult{Output: runnel.TextOutput(res.Content), IsError: res.IsError}
+	return harness.ToolResult{Output: runnel.TextOutput(res.Content), IsError: res.IsError}
 }

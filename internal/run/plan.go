@@ -14,6 +14,7 @@ import (
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/codemode"
+	"github.com/runnel/runnel/internal/harness"
 	"github.com/runnel/runnel/internal/harness/native"
 	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/permission"
@@ -373,7 +374,7 @@ func customTool(reg *tools.Registry, s runnel.ToolSpec) *gatedTool {
 		t.executor, t.render = permission.ExecutorClient, s.Render
 		return t
 	}
-	t.run = func(ctx context.Context, c native.Call) native.ToolResult {
+	t.run = func(ctx context.Context, c harness.Call) harness.ToolResult {
 		return fromTools(reg.Execute(ctx, tools.Call{ID: c.ID, Name: c.Name, Input: c.Input}))
 	}
 	return t

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/runnel/runnel"
-	"github.com/runnel/runnel/internal/harness/native"
+	"github.com/runnel/runnel/internal/harness"
 	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/permission"
 	"github.com/runnel/runnel/internal/provider"
@@ -84,7 +84,7 @@ func (m *Manager) gate(p *plan, ws *sandbox.Workspace, pool *mcp.Pool) (*gate, [
 			executor: permission.ExecutorHarness,
 			readOnly: &readOnly,
 			subject:  b.Subject,
-			run: func(ctx context.Context, c native.Call) native.ToolResult {
+			run: func(ctx context.Context, c harness.Call) harness.ToolResult {
 				return fromTools(run(ctx, c.Input))
 			},
 		}

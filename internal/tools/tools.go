@@ -67,7 +67,7 @@ type Call struct {
 }
 
 // Result is what the model reads back. It has the shape of
-// native.ToolResult, so one converts to the other.
+// harness.ToolResult, so one converts to the other.
 type Result struct {
 	// Output is JSON; callback content is a JSON string.
 	Output  json.RawMessage

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/harness"
 )
 
 // pauseRule says what becomes of a step's runnable calls when another
@@ -29,31 +30,31 @@ const (
 // call by index and the interactions of the paused ones. Results and
 // interaction requests are emitted in call order, whatever order the
 // executions finish in, so a stream reads the same way every time.
-func (s *state) dispatch(ctx context.Context, calls []runnel.Block, rule pauseRule) (map[int]ToolResult, []runnel.Interaction) {
-	verdicts := make([]Verdict, len(calls))
+func (s *state) dispatch(ctx context.Context, calls []runnel.Block, rule pauseRule) (map[int]harness.ToolResult, []runnel.Interaction) {
+	verdicts := make([]harness.Verdict, len(calls))
 	var interactions []runnel.Interaction
 	for i, c := range calls {
 		verdicts[i] = s.verdict(ctx, c, rule == runOnPause)
-		if it := verdicts[i].pause; it != nil {
+		if it := verdicts[i].Interaction(); it != nil {
 			interactions = append(interactions, *it)
 		}
 	}
 	for _, v := range verdicts {
-		if v.answer != nil {
-			s.sink.Emit(runnel.Event{Type: runnel.EventInteractionResponse, Answer: v.answer})
+		if v.Answer() != nil {
+			s.sink.Emit(runnel.Event{Type: runnel.EventInteractionResponse, Answer: v.Answer()})
 		}
 	}
-	results := make(map[int]ToolResult, len(calls))
+	results := make(map[int]harness.ToolResult, len(calls))
 	if len(interactions) > 0 && rule == deferOnPause {
 		for i, v := range verdicts {
 			switch {
-			case v.pause != nil:
-				s.sink.Emit(runnel.Event{Type: runnel.EventInteractionRequest, Interaction: v.pause})
-			case v.run != nil:
-				results[i] = TextResult(Deferred, true)
+			case v.Interaction() != nil:
+				s.sink.Emit(runnel.Event{Type: runnel.EventInteractionRequest, Interaction: v.Interaction()})
+			case v.Run() != nil:
+				results[i] = harness.TextResult(harness.Deferred, true)
 				s.emitResult(calls[i], results[i])
 			default:
-				results[i] = v.result
+				results[i] = v.Result()
 				s.emitResult(calls[i], results[i])
 			}
 		}
@@ -62,7 +63,7 @@ func (s *state) dispatch(ctx context.Context, calls []runnel.Block, rule pauseRu
 	done, wait := s.execute(ctx, verdicts)
 	for i := range calls {
 		r := <-done[i]
-		if it := verdicts[i].pause; it != nil {
+		if it := verdicts[i].Interaction(); it != nil {
 			s.sink.Emit(runnel.Event{Type: runnel.EventInteractionRequest, Interaction: it})
 			continue
 		}
@@ -76,24 +77,24 @@ func (s *state) dispatch(ctx context.Context, calls []runnel.Block, rule pauseRu
 // execute starts the executable verdicts, at most Parallel at once, and
 // returns one channel per call that yields its result, and a wait that
 // returns once every goroutine it started has ended.
-func (s *state) execute(ctx context.Context, verdicts []Verdict) ([]chan ToolResult, func()) {
+func (s *state) execute(ctx context.Context, verdicts []harness.Verdict) ([]chan harness.ToolResult, func()) {
 	parallel := s.turn.Parallel
 	if parallel <= 0 {
 		parallel = defaultParallel
 	}
 	slots := make(chan struct{}, parallel)
-	done := make([]chan ToolResult, len(verdicts))
+	done := make([]chan harness.ToolResult, len(verdicts))
 	var wg sync.WaitGroup
 	for i, v := range verdicts {
-		done[i] = make(chan ToolResult, 1)
-		if v.run == nil {
-			done[i] <- v.result
+		done[i] = make(chan harness.ToolResult, 1)
+		if v.Run() == nil {
+			done[i] <- v.Result()
 			continue
 		}
 		wg.Go(func() {
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			done[i] <- runSafely(ctx, v.run)
+			done[i] <- runSafely(ctx, v.Run())
 		})
 	}
 	return done, wg.Wait
@@ -101,10 +102,10 @@ func (s *state) execute(ctx context.Context, verdicts []Verdict) ([]chan ToolRes
 
 // runSafely runs fn and turns a panic into a tool error: a broken tool must
 // not take the run down.
-func runSafely(ctx context.Context, fn ToolFunc) (r ToolResult) {
+func runSafely(ctx context.Context, fn harness.ToolFunc) (r harness.ToolResult) {
 	defer func() {
 		if p := recover(); p != nil {
-			r = TextResult(fmt.Sprintf("Tool failed with an internal error: %v", p), true)
+			r = harness.TextResult(fmt.Sprintf("Tool failed with an internal error: %v", p), true)
 		}
 	}()
 	return fn(ctx)
@@ -114,19 +115,19 @@ func runSafely(ctx context.Context, fn ToolFunc) (r ToolResult) {
 // dispatcher: an unknown name or unusable arguments are answered to the
 // model, so it can correct itself, and never reach a tool. resumed says
 // the call is a parked one being settled.
-func (s *state) verdict(ctx context.Context, c runnel.Block, resumed bool) Verdict {
+func (s *state) verdict(ctx context.Context, c runnel.Block, resumed bool) harness.Verdict {
 	tool, ok := s.tools[c.ToolName]
 	if !ok {
-		return Answer(TextResult(s.unknownTool(c.ToolName), true))
+		return harness.Answer(harness.TextResult(s.unknownTool(c.ToolName), true))
 	}
-	input, problem := checkArgs(c.ToolName, c.Input, tool.Schema)
+	input, problem := harness.CheckArgs(c.ToolName, c.Input, tool.Schema)
 	if problem != "" {
-		return Answer(TextResult(problem, true))
+		return harness.Answer(harness.TextResult(problem, true))
 	}
 	if s.turn.Dispatcher == nil {
-		return Answer(TextResult(fmt.Sprintf("Tool '%s' cannot be executed in this run.", c.ToolName), true))
+		return harness.Answer(harness.TextResult(fmt.Sprintf("Tool '%s' cannot be executed in this run.", c.ToolName), true))
 	}
-	return s.turn.Dispatcher.Dispatch(ctx, Call{ID: c.ToolCallID, Name: c.ToolName, Input: input, Resumed: resumed})
+	return s.turn.Dispatcher.Dispatch(ctx, harness.Call{ID: c.ToolCallID, Name: c.ToolName, Input: input, Resumed: resumed})
 }
 
 func (s *state) unknownTool(name string) string {
@@ -141,6 +142,6 @@ func (s *state) unknownTool(name string) string {
 	return fmt.Sprintf("Tool '%s' is not available. Available tools: %s.", name, strings.Join(names, ", "))
 }
 
-func (s *state) emitResult(c runnel.Block, r ToolResult) {
+func (s *state) emitResult(c runnel.Block, r harness.ToolResult) {
 	s.sink.Emit(runnel.Event{Type: runnel.EventToolResult, ID: c.ToolCallID, Output: r.Output, IsError: r.IsError, Denied: r.Denied})
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/harness"
 )
 
 func assistantCalls(calls ...runnel.Block) runnel.Message {
@@ -22,7 +23,7 @@ func TestAnswerInPlace(t *testing.T) {
 	later := runnel.UserText("something else")
 	c1, c2 := call("c1", "a", `{}`), call("c2", "b", `{}`)
 	r1, r2 := result("c1", "a", "one", false), result("c2", "b", "two", false)
-	deferred := result("c1", "a", Deferred, true)
+	deferred := result("c1", "a", harness.Deferred, true)
 	approvalBlock := runnel.Block{Type: runnel.BlockToolResult, ToolCallID: "c1", Kind: runnel.ResultKindApproval, Output: json.RawMessage(`{"approved":true}`)}
 	unanswered := result("c2", "b", Unanswered, true)
 	tests := []struct {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/harness"
 	"github.com/runnel/runnel/internal/provider"
 	"github.com/runnel/runnel/internal/strictjson"
 )
@@ -259,7 +260,7 @@ func (s *state) runTools(ctx context.Context) phase {
 
 // addResults answers the settled calls in one tool message, in call
 // order. A paused call gets no result: the next request answers it.
-func (s *state) addResults(calls []runnel.Block, results map[int]ToolResult) {
+func (s *state) addResults(calls []runnel.Block, results map[int]harness.ToolResult) {
 	msg := runnel.Message{Role: runnel.RoleTool}
 	for i, c := range calls {
 		r, ok := results[i]

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/harness"
 	"github.com/runnel/runnel/internal/provider"
 	"github.com/runnel/runnel/internal/strictjson"
 )
@@ -95,8 +96,8 @@ func (r *recorder) Emit(e runnel.Event) {
 var echoTool = provider.Tool{Name: "echo", Description: "echo", Schema: json.RawMessage(`{"type":"object","required":["text"],"properties":{"text":{"type":"string"}}}`)}
 
 // echoDispatcher executes every call by echoing its input.
-var echoDispatcher = DispatcherFunc(func(_ context.Context, c Call) Verdict {
-	return Execute(func(context.Context) ToolResult { return TextResult("echo:"+string(c.Input), false) })
+var echoDispatcher = harness.DispatcherFunc(func(_ context.Context, c harness.Call) harness.Verdict {
+	return harness.Execute(func(context.Context) harness.ToolResult { return harness.TextResult("echo:"+string(c.Input), false) })
 })
 
 func usageEvent(in, out int64) runnel.Event {
@@ -195,18 +196,18 @@ func TestRunToolConversation(t *testing.T) {
 // its result still comes first.
 func TestToolsRunConcurrentlyResultsInOrder(t *testing.T) {
 	secondStarted := make(chan struct{})
-	d := DispatcherFunc(func(_ context.Context, c Call) Verdict {
-		return Execute(func(ctx context.Context) ToolResult {
+	d := harness.DispatcherFunc(func(_ context.Context, c harness.Call) harness.Verdict {
+		return harness.Execute(func(ctx context.Context) harness.ToolResult {
 			if c.ID == "c1" {
 				select {
 				case <-secondStarted:
 				case <-ctx.Done():
-					return TextResult("cancelled", true)
+					return harness.TextResult("cancelled", true)
 				}
-				return TextResult("first", false)
+				return harness.TextResult("first", false)
 			}
 			close(secondStarted)
-			return TextResult("second", false)
+			return harness.TextResult("second", false)
 		})
 	})
 	m := &scriptedModel{steps: []step{
@@ -292,11 +293,11 @@ func TestMaxSteps(t *testing.T) {
 
 func TestPauseDefersTheOtherCalls(t *testing.T) {
 	ran := false
-	d := DispatcherFunc(func(_ context.Context, c Call) Verdict {
+	d := harness.DispatcherFunc(func(_ context.Context, c harness.Call) harness.Verdict {
 		if c.Name == "approve_me" {
-			return Pause(runnel.Interaction{ID: "int_" + c.ID, Kind: runnel.InteractionApproval, ToolCallID: c.ID, ToolName: c.Name, Input: c.Input})
+			return harness.Pause(runnel.Interaction{ID: "int_" + c.ID, Kind: runnel.InteractionApproval, ToolCallID: c.ID, ToolName: c.Name, Input: c.Input})
 		}
-		return Execute(func(context.Context) ToolResult { ran = true; return TextResult("ran", false) })
+		return harness.Execute(func(context.Context) harness.ToolResult { ran = true; return harness.TextResult("ran", false) })
 	})
 	approve := provider.Tool{Name: "approve_me", Schema: runnel.PermissiveSchema()}
 	m := &scriptedModel{steps: []step{toolStep(call("c1", "echo", `{"text":"a"}`), call("c2", "approve_me", `{}`), call("c3", "nope", `{}`))}}
@@ -314,7 +315,7 @@ func TestPauseDefersTheOtherCalls(t *testing.T) {
 		Messages: []runnel.Message{
 			{Role: runnel.RoleAssistant, Content: m.steps[0].resp.Content},
 			{Role: runnel.RoleTool, Content: []runnel.Block{
-				result("c1", "echo", Deferred, true),
+				result("c1", "echo", harness.Deferred, true),
 				result("c3", "nope", "Tool 'nope' is not available. Available tools: approve_me, echo.", true),
 			}},
 		},
@@ -325,7 +326,7 @@ func TestPauseDefersTheOtherCalls(t *testing.T) {
 		t.Errorf("outcome (-want +got):\n%s", diff)
 	}
 	wantTail := []runnel.Event{
-		{Type: runnel.EventToolResult, ID: "c1", Output: runnel.TextOutput(Deferred), IsError: true},
+		{Type: runnel.EventToolResult, ID: "c1", Output: runnel.TextOutput(harness.Deferred), IsError: true},
 		{Type: runnel.EventInteractionRequest, Interaction: &it},
 		{Type: runnel.EventToolResult, ID: "c3", Output: want.Messages[1].Content[1].Output, IsError: true},
 		{Type: runnel.EventDone, StopReason: runnel.StopPaused},
@@ -357,8 +358,8 @@ func TestModelErrorKeepsWhatTheTurnAdded(t *testing.T) {
 }
 
 func TestToolPanicIsAToolError(t *testing.T) {
-	d := DispatcherFunc(func(context.Context, Call) Verdict {
-		return Execute(func(context.Context) ToolResult { panic("kaboom") })
+	d := harness.DispatcherFunc(func(context.Context, harness.Call) harness.Verdict {
+		return harness.Execute(func(context.Context) harness.ToolResult { panic("kaboom") })
 	})
 	m := &scriptedModel{steps: []step{toolStep(call("c1", "echo", `{"text":"a"}`)), textStep("ok", runnel.Usage{})}}
 	out, err := Run(context.Background(), &Turn{Model: m, Messages: []runnel.Message{runnel.UserText("go")}, Tools: []provider.Tool{echoTool}, Dispatcher: d}, &recorder{})
@@ -374,11 +375,11 @@ func TestToolPanicIsAToolError(t *testing.T) {
 func TestCancelStopsToolsAndTheLoop(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{})
-	d := DispatcherFunc(func(context.Context, Call) Verdict {
-		return Execute(func(ctx context.Context) ToolResult {
+	d := harness.DispatcherFunc(func(context.Context, harness.Call) harness.Verdict {
+		return harness.Execute(func(ctx context.Context) harness.ToolResult {
 			close(started)
 			<-ctx.Done()
-			return TextResult("cancelled", true)
+			return harness.TextResult("cancelled", true)
 		})
 	})
 	go func() { <-started; cancel() }()
@@ -442,7 +443,10 @@ func TestArgumentsReadOneWayOnly(t *testing.T) {
 			textStep("ok", runnel.Usage{}),
 		}}
 		dispatched := false
-		d := DispatcherFunc(func(context.Context, Call) Verdict { dispatched = true; return Answer(TextResult("ran", false)) })
+		d := harness.DispatcherFunc(func(context.Context, harness.Call) harness.Verdict {
+			dispatched = true
+			return harness.Answer(harness.TextResult("ran", false))
+		})
 		out, err := Run(context.Background(), &Turn{Model: m, Messages: []runnel.Message{runnel.UserText("go")}, Tools: []provider.Tool{echoTool}, Dispatcher: d}, &recorder{})
 		if err != nil {
 			t.Fatal(err)

@@ -27,18 +27,20 @@
 // calls and results, interaction requests, per-step usage, done). A failure
 // is returned as an error with the partial Outcome; the caller reports it.
 //
-// The loop does not decide permissions: the Dispatcher does, and answers
-// each call with a Verdict (Execute, Answer or Pause). When a model step
-// has a paused call, the step's other runnable calls are settled with
-// Deferred and the turn ends paused with one interaction per paused call.
+// The loop does not decide permissions: the Dispatcher does (the one
+// internal/harness defines for every harness), and answers each call with
+// a harness.Verdict (Execute, Answer or Pause). When a model step has a
+// paused call, the step's other runnable calls are settled with
+// harness.Deferred and the turn ends paused with one interaction per
+// paused call.
 package native
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/harness"
 	"github.com/runnel/runnel/internal/provider"
 )
 
@@ -47,95 +49,6 @@ import (
 type Model interface {
 	Stream(ctx context.Context, req *provider.Request, emit func(provider.Chunk)) (*provider.Response, error)
 }
-
-// Call is one tool call the model made, with arguments already checked to
-// be a JSON object that has every required field, and that can be read
-// only one way (internal/strictjson).
-type Call struct {
-	ID    string
-	Name  string
-	Input json.RawMessage
-	// Resumed marks a call of Turn.Parked that the loop is settling, as
-	// opposed to a call the model made in this run. Providers may reuse
-	// ids, so a Dispatcher that treats parked calls specially must not
-	// take a new call for a parked one because the ids agree.
-	Resumed bool
-}
-
-// ToolResult is what the model reads back for one call.
-type ToolResult struct {
-	// Output is JSON; a tool that produces text returns a JSON string.
-	Output json.RawMessage
-	// IsError marks a failure the model should see and may correct.
-	IsError bool
-	// Denied marks a call a person or the policy declined (IsError too);
-	// the tool_result event says so.
-	Denied bool
-}
-
-// TextResult is a ToolResult holding text.
-func TextResult(text string, isError bool) ToolResult {
-	return ToolResult{Output: runnel.TextOutput(text), IsError: isError}
-}
-
-// DeniedResult is the answer to a call that was declined: an error the
-// model reads, marked as a denial for the caller.
-func DeniedResult(text string) ToolResult {
-	return ToolResult{Output: runnel.TextOutput(text), IsError: true, Denied: true}
-}
-
-// ToolFunc executes one call. It must return when ctx is done. A failure is
-// a ToolResult with IsError, never a panic (a panic is caught and answered
-// as an internal tool error all the same).
-type ToolFunc func(ctx context.Context) ToolResult
-
-// Verdict is what becomes of one tool call: it is executed (Run), answered
-// without executing (Result, e.g. a denial or a stored output), or it
-// pauses the turn for a person or a browser (Pause).
-type Verdict struct {
-	run    ToolFunc
-	result ToolResult
-	pause  *runnel.Interaction
-	// answer is an answer the Dispatcher consumed to reach the verdict.
-	answer *runnel.InteractionAnswer
-}
-
-// Answered is v, reporting that the Dispatcher reached it on a person's
-// answer that the replayed conversation carried: the loop emits it as an
-// interaction_response before the call's result, so the platform can
-// settle the request it showed.
-func (v Verdict) Answered(a runnel.InteractionAnswer) Verdict {
-	v.answer = &a
-	return v
-}
-
-// Execute is the verdict of a call to run now.
-func Execute(fn ToolFunc) Verdict { return Verdict{run: fn} }
-
-// Answer is the verdict of a call answered without running anything.
-func Answer(r ToolResult) Verdict { return Verdict{result: r} }
-
-// Pause is the verdict of a call that must wait for the interaction. The
-// turn ends paused once every call of the step has its verdict; calls of
-// that step that would have run are settled with Deferred instead.
-func Pause(it runnel.Interaction) Verdict { return Verdict{pause: &it} }
-
-// Dispatcher decides the verdict of each call. Dispatch is called once per
-// call, in call order, from one goroutine; it must not have side effects a
-// pause would have to undo: those belong in the ToolFunc it returns.
-type Dispatcher interface {
-	Dispatch(ctx context.Context, call Call) Verdict
-}
-
-// DispatcherFunc adapts a function to a Dispatcher.
-type DispatcherFunc func(ctx context.Context, call Call) Verdict
-
-// Dispatch calls f(ctx, call).
-func (f DispatcherFunc) Dispatch(ctx context.Context, call Call) Verdict { return f(ctx, call) }
-
-// Deferred settles a call that was not executed because its step paused,
-// so the next turn never sees an unanswered call (DESIGN §5.3).
-const Deferred = "DEFERRED_NOT_EXECUTED: paused for another approval; retry the same call if still required."
 
 // Turn is everything one run of the loop needs.
 type Turn struct {
@@ -149,7 +62,7 @@ type Turn struct {
 	// Tools are advertised to the model; a call to any other name is
 	// answered with a tool error.
 	Tools      []provider.Tool
-	Dispatcher Dispatcher
+	Dispatcher harness.Dispatcher
 	// Parked are tool_call blocks of Messages that a paused turn left
 	// waiting for a person or a browser (DESIGN §5.4). Before it calls the
 	// model, the loop emits each again as a tool_call, gives it its verdict

@@ -8,21 +8,22 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/harness"
 	"github.com/runnel/runnel/internal/provider"
 )
 
 // answering settles c1 by running it, c2 with a stored answer, and
 // pauses anything else; the loop must not care which is which.
-func answering() Dispatcher { return DispatcherFunc(answer) }
+func answering() harness.Dispatcher { return harness.DispatcherFunc(answer) }
 
-func answer(_ context.Context, c Call) Verdict {
+func answer(_ context.Context, c harness.Call) harness.Verdict {
 	switch c.ID {
 	case "c1":
-		return Execute(func(context.Context) ToolResult { return TextResult("ran "+string(c.Input), false) })
+		return harness.Execute(func(context.Context) harness.ToolResult { return harness.TextResult("ran "+string(c.Input), false) })
 	case "c2":
-		return Answer(TextResult("denied", true))
+		return harness.Answer(harness.TextResult("denied", true))
 	}
-	return Pause(runnel.Interaction{ID: "int_" + c.ID, Kind: runnel.InteractionApproval, ToolCallID: c.ID, ToolName: c.Name, Input: c.Input})
+	return harness.Pause(runnel.Interaction{ID: "int_" + c.ID, Kind: runnel.InteractionApproval, ToolCallID: c.ID, ToolName: c.Name, Input: c.Input})
 }
 
 func TestResumeSettlesParkedCallsFirst(t *testing.T) {

@@ -1,4 +1,4 @@
-package native
+package harness
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"github.com/runnel/runnel/internal/strictjson"
 )
 
-// checkArgs turns a call's raw arguments into a JSON object, or returns the
+// CheckArgs turns a call's raw arguments into a JSON object, or returns the
 // sentence that tells the model what to fix. Empty and null arguments mean
 // "no arguments": several APIs send them for tools without parameters.
 //
@@ -21,7 +21,7 @@ import (
 // last one or ignore case ({"command":"echo hi","COMMAND":"rm -rf ~"}).
 // What passes can be read only one way, so the gate and the tool see the
 // same call.
-func checkArgs(name string, raw json.RawMessage, schema json.RawMessage) (json.RawMessage, string) {
+func CheckArgs(name string, raw json.RawMessage, schema json.RawMessage) (json.RawMessage, string) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		raw = json.RawMessage(`{}`)

@@ -17,6 +17,7 @@ const (
 	CodeTooLarge       ErrorCode = "too_large"       // 413
 	CodeAtCapacity     ErrorCode = "at_capacity"     // 429
 	CodeProviderError  ErrorCode = "provider_error"  // the model API failed
+	CodeAgentError     ErrorCode = "agent_error"     // 502: an ACP agent crashed, hung or broke the protocol
 	CodeTimeout        ErrorCode = "timeout"         // a run deadline passed
 	CodeUnavailable    ErrorCode = "unavailable"     // 502: a server the run needs (a required MCP server) could not be reached
 	CodeCancelled      ErrorCode = "cancelled"       // the caller went away or the server shut down

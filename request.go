@@ -61,6 +61,9 @@ type RunRequest struct {
 	Context           *TraceContext      `json:"context,omitempty"`
 	Telemetry         json.RawMessage    `json:"telemetry,omitempty"`
 	RunContext        json.RawMessage    `json:"runContext,omitempty"`
+	// HarnessMode is an ACP agent's session mode (DESIGN §3.1); empty
+	// means the mode that asks runnel's gate about every call.
+	HarnessMode string `json:"harnessMode,omitempty"`
 }
 
 // Endpoint overrides where the provider is reached.

@@ -57,6 +57,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		return m.run(ctx, args[1:])
 	case "mockllm":
 		return m.mockllm(ctx, args[1:])
+	case "agents":
+		return m.agents(ctx, args[1:])
 	case "version", "-version", "--version":
 		fmt.Fprintln(m.Stdout, version)
 		return exitOK
@@ -119,7 +121,9 @@ usage:
   runnel run [FILE|-] [--stream] [flags] run one request from FILE or stdin; the result on stdout
                                         (NDJSON records with --stream); exit 0 when ok, 1 otherwise
   runnel mockllm [--script FILE] [--addr ADDR]
-                                        serve a scripted fake model (OpenAI and Anthropic APIs)
+                                        serve a scripted fake model (OpenAI, Anthropic and Gemini APIs)
+  runnel agents list [--json]           the ACP agents runnel knows, and which are installed
+  runnel agents install NAME...         install an agent's pinned npm package (claude, codex, gemini, opencode, pi)
   runnel version                        print the version
   runnel help                           print this help
 
@@ -140,6 +144,9 @@ Each flag has a RUNNEL_* variable; a flag wins over its variable. ` + "`runnel C
   RUNNEL_KEEP_WORKSPACES      keep workspaces after their runs (false)
   RUNNEL_INTERACTION_SECRET   sign interactions and refuse resumes that do not match (off)
   RUNNEL_MCP_HOST_ALLOWLIST   MCP hosts (host or host:port, comma-separated) allowed over http and on private addresses
+  RUNNEL_AGENTS_DIR           where ACP agents are installed (~/.local/share/runnel/agents)
+  RUNNEL_HARNESS_<NAME>_COMMAND
+                              the command line of one ACP agent instead of the installed one
   RUNNEL_LOG_LEVEL            debug, info, warn or error (info)
   RUNNEL_LOG_FORMAT           json or text (json)
 Durations are Go durations: 30s, 5m, 1h30m.

@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/runnel/runnel/internal/agents"
+	"github.com/runnel/runnel/internal/harness/acp"
 	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/redact"
 	"github.com/runnel/runnel/internal/run"
@@ -56,6 +58,11 @@ type Config struct {
 	// InteractionSecret signs interactions (RUNNEL_INTERACTION_SECRET, no
 	// flag so it never shows in ps); never logged.
 	InteractionSecret string
+	// AgentsDir is where ACP agents are installed; HarnessCommands
+	// override an agent's command line (RUNNEL_HARNESS_<NAME>_COMMAND).
+	AgentsDir         string
+	HarnessCommands   map[string][]string
+	AgentStartTimeout time.Duration
 	LogLevel          slog.Level
 	LogFormat         string // json or text
 }
@@ -101,6 +108,8 @@ func settings() []struct {
 		{"run", s{"cgroup-parent", "RUNNEL_CGROUP_PARENT", "", "cgroup v2 directory under which runnel makes a cgroup per command (default: runnel's own cgroup)", "dir"}},
 		{"run", s{"interaction-ttl", "RUNNEL_INTERACTION_TTL", "24h", "how long a signed approval stays valid after runnel asked", "duration"}},
 		{"run", s{"provider-keys-file", "RUNNEL_PROVIDER_KEYS_FILE", "", "file of NAME=value lines (ANTHROPIC_API_KEY=…) for requests whose modelConnection.credentialMode is runtime_provided", "file"}},
+		{"agents", s{"agents-dir", "RUNNEL_AGENTS_DIR", "", "directory the ACP agents are installed in by `runnel agents install` (default ~/.local/share/runnel/agents)", "dir"}},
+		{"agents", s{"agent-start-timeout", "RUNNEL_AGENT_START_TIMEOUT", "60s", "longest an ACP agent may take to answer initialize, and to open its session", "duration"}},
 		{"log", s{"log-level", "RUNNEL_LOG_LEVEL", "info", "debug, info, warn or error", "level"}},
 		{"log", s{"log-format", "RUNNEL_LOG_FORMAT", "json", "json or text", "format"}},
 	}
@@ -321,6 +330,63 @@ func (c *config) providerKeys() map[string]string {
 
 // badTokenRune is a rune a bearer token cannot hold (RFC 6750's b64token
 // has none of them, and a header would fold or trim them).
+// harnessCommands reads RUNNEL_HARNESS_<NAME>_COMMAND for every agent.
+func (c *config) harnessCommands() map[string][]string {
+	out := map[string][]string{}
+	for _, name := range agents.Harnesses() {
+		if agents.Canonical(name) != name {
+			continue // an alias: the agent's own name is the setting
+		}
+		env := "RUNNEL_HARNESS_" + strings.ToUpper(name) + "_COMMAND"
+		v := c.getenv(env)
+		if strings.TrimSpace(v) == "" {
+			continue
+		}
+		words, err := splitWords(v)
+		if err != nil {
+			c.fail(env, v, "is not a command line: %v", err)
+			continue
+		}
+		out[name] = words
+	}
+	return out
+}
+
+// splitWords splits a command line into words as a shell would for plain
+// words and quoted strings (no expansion): `node "/opt/my agent/i.js"`.
+func splitWords(s string) ([]string, error) {
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	var quote rune
+	for _, r := range s {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '\'' || r == '"':
+			quote, inWord = r, true
+		case unicode.IsSpace(r):
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quote != 0 {
+		return nil, fmt.Errorf("unclosed %c quote", quote)
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words, nil
+}
+
 func badTokenRune(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }
 
 // load resolves the bound settings into a Config, reporting every bad
@@ -369,6 +435,14 @@ func (c *config) load() (*Config, error) {
 		if cfg.InteractionSecret != "" && len(cfg.InteractionSecret) < 16 {
 			c.errs = append(c.errs, errors.New("RUNNEL_INTERACTION_SECRET is shorter than 16 characters; generate one with: openssl rand -hex 32"))
 		}
+	}
+	if c.groups["agents"] {
+		cfg.AgentsDir = c.str("agents-dir")
+		if cfg.AgentsDir == "" {
+			cfg.AgentsDir = agents.DefaultDir()
+		}
+		cfg.AgentStartTimeout = c.duration("agent-start-timeout")
+		cfg.HarnessCommands = c.harnessCommands()
 	}
 	if c.groups["log"] {
 		cfg.LogLevel = c.logLevel()
@@ -433,7 +507,14 @@ func (cfg *Config) runOptions(log *slog.Logger, h *host) *run.Options {
 		MCPGuard:          mcp.GuardOptions{HostAllowlist: cfg.MCPHostAllowlist},
 		MCPRequired:       cfg.MCPRequired,
 		AttachmentsURL:    cfg.AttachmentsURL,
+		Agents:            h.agents,
+		ACPTimeouts:       acp.Timeouts{Initialize: cfg.AgentStartTimeout, Session: cfg.AgentStartTimeout},
 	}
+}
+
+// registry is the ACP agents this runnel may run.
+func (cfg *Config) registry() *agents.Registry {
+	return agents.NewRegistry(agents.Options{Dir: cfg.AgentsDir, Commands: cfg.HarnessCommands})
 }
 
 // serverSecrets are the values every run redacts: the token, the
@@ -456,7 +537,7 @@ func (cfg *Config) interactionSecret() []byte {
 
 func (cfg *Config) serverOptions(log *slog.Logger, harnesses []string, h *host) *server.Options {
 	features := []string{"ndjson", "permissions", "pause_resume", "client_tools", "builtins", "mcp", "code_mode",
-		"model_connection", "attachments", "kill"}
+		"model_connection", "attachments", "kill", "acp"}
 	return &server.Options{
 		Token:            cfg.Token,
 		MaxBodyBytes:     cfg.MaxBodyBytes,
@@ -467,7 +548,7 @@ func (cfg *Config) serverOptions(log *slog.Logger, harnesses []string, h *host) 
 		Harnesses:        harnesses,
 		Features:         features,
 		Logger:           log,
-		Capabilities: &server.Capabilities{Sandbox: h.sandboxInfo(), Limits: server.Limits{
+		Capabilities: &server.Capabilities{Sandbox: h.sandboxInfo(), Agents: h.agentInfo(), Limits: server.Limits{
 			MaxSteps:            cfg.MaxSteps,
 			RunTimeoutMs:        cfg.RunTimeout.Milliseconds(),
 			IdleTimeoutMs:       cfg.IdleTimeout.Milliseconds(),

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/runnel/runnel/internal/agents"
 	"github.com/runnel/runnel/internal/codemode"
 	"github.com/runnel/runnel/internal/sandbox"
 	"github.com/runnel/runnel/internal/server"
@@ -19,6 +20,7 @@ import (
 type host struct {
 	containment *sandbox.Containment
 	scripts     *codemode.Limiter
+	agents      *agents.Registry
 	root        bool
 }
 
@@ -43,6 +45,17 @@ func setUpHost(cfg *Config, log *slog.Logger) (*host, error) {
 	if !cfg.KeepWorkspaces {
 		if n, err := sandbox.SweepWorkspaces(cfg.WorkspaceRoot); err != nil || n > 0 {
 			log.Warn("swept the workspaces of dead runnel processes", slog.Int("removed", n), slog.Any("err", err))
+		}
+	}
+	h.agents = cfg.registry()
+	// An agent's HOME holds the run's model key: a dead runnel's are
+	// swept like its workspaces, whatever KeepWorkspaces says.
+	if n, err := sandbox.SweepWorkspaces(h.agents.HomeRoot()); err != nil || n > 0 {
+		log.Warn("swept the agent homes of dead runnel processes", slog.Int("removed", n), slog.Any("err", err))
+	}
+	for _, st := range h.agents.List() {
+		if st.Installed {
+			log.Info("ACP agent", slog.String("harness", st.Name), slog.String("version", st.Version))
 		}
 	}
 	if h.root {
@@ -73,6 +86,16 @@ func (h *host) sandboxInfo() *server.SandboxInfo {
 		Guarantee:          h.containment.Guarantee(),
 		LocalSeparation:    separation,
 	}
+}
+
+// agentInfo is what /v1/capabilities says about the ACP agents.
+func (h *host) agentInfo() []server.AgentInfo {
+	var out []server.AgentInfo
+	for _, st := range h.agents.List() {
+		out = append(out, server.AgentInfo{Harness: st.Name, Aliases: st.Aliases, Package: st.Package, Pinned: st.Pinned,
+			Installed: st.Installed, Version: st.Version, Problem: st.Problem})
+	}
+	return out
 }
 
 // errNotDumpable wraps a failure to mark the process non-dumpable.

@@ -167,7 +167,7 @@ func TestServeEndToEnd(t *testing.T) {
 	json.NewDecoder(resp.Body).Decode(&health)
 	resp.Body.Close()
 	want := map[string]any{"status": "ok", "runner": version, "protocol": 1.0,
-		"harnesses": []any{"native", "fake"}, "features": []any{"ndjson", "permissions", "pause_resume", "client_tools", "builtins", "mcp", "code_mode", "model_connection", "attachments", "kill"}}
+		"harnesses": []any{"native", "fake"}, "features": []any{"ndjson", "permissions", "pause_resume", "client_tools", "builtins", "mcp", "code_mode", "model_connection", "attachments", "kill", "acp"}}
 	if diff := cmp.Diff(want, health); diff != "" {
 		t.Errorf("health (-want +got):\n%s", diff)
 	}

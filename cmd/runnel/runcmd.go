@@ -17,7 +17,7 @@ import (
 func (m *Main) run(ctx context.Context, args []string) int {
 	fs := m.flagSet("run", "runnel run [FILE|-] [--stream] [flags]")
 	stream := fs.Bool("stream", false, "print NDJSON records as the run goes, the result last")
-	c := newConfig(fs, m.Getenv, "run", "log")
+	c := newConfig(fs, m.Getenv, "run", "agents", "log")
 	pos, code, done := parse(fs, args)
 	if done {
 		return code

@@ -12,7 +12,7 @@ import (
 // serve runs the daemon until ctx is done (SIGINT/SIGTERM), then drains.
 func (m *Main) serve(ctx context.Context, args []string) int {
 	fs := m.flagSet("serve", "runnel serve [flags]")
-	c := newConfig(fs, m.Getenv, "listen", "run", "log")
+	c := newConfig(fs, m.Getenv, "listen", "run", "agents", "log")
 	pos, code, done := parse(fs, args)
 	if done {
 		return code

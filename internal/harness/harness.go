@@ -37,6 +37,10 @@ type Call struct {
 	// may reuse ids, so a Dispatcher that treats parked calls specially
 	// must not take a new call for a parked one because the ids agree.
 	Resumed bool
+	// Reissued marks a call of an external agent, whose ids are its own:
+	// after a cold resume it makes an answered call again under a new id,
+	// so the answer is matched by the call's name and arguments alone.
+	Reissued bool
 }
 
 // ToolResult is what the model reads back for one call.
@@ -133,3 +137,44 @@ func (f DispatcherFunc) Dispatch(ctx context.Context, call Call) Verdict { retur
 // Deferred settles a call that was not executed because its turn paused,
 // so the next turn never sees an unanswered call (DESIGN §5.3).
 const Deferred = "DEFERRED_NOT_EXECUTED: paused for another approval; retry the same call if still required."
+
+// Owner says whose tool an agent's call is.
+type Owner string
+
+// The owners of the calls an ACP agent asks leave for.
+const (
+	// OwnerRunnel: one of the run's tools, which the agent reaches through
+	// runnel's MCP server (or Pi's extension); runnel runs it once the
+	// agent calls it, through Dispatch.
+	OwnerRunnel Owner = "runnel"
+	// OwnerServer: a tool of a user MCP server passed through to the agent.
+	OwnerServer Owner = "server"
+	// OwnerAgent: one of the agent's own tools (Claude's Bash, Pi's edit).
+	OwnerAgent Owner = "agent"
+)
+
+// AgentCall is a call an agent asks leave to make (ACP
+// session/request_permission), named the way the permission plan knows
+// the tool: the run's tool name, "mcp__<server>__<tool>", or a builtin's
+// rule name (Bash, Read, Write, Edit, Ls, Find, Grep, …) with its
+// arguments in the builtin's own shape ({"command"} for Bash, {"path"}
+// for the file tools).
+type AgentCall struct {
+	Call
+	Owner Owner
+	// Server is the user MCP server of an OwnerServer call.
+	Server string
+	// Title is the agent's own label for the call, shown to a person.
+	Title string
+	// ReadOnly is what runnel knows of a builtin's effects; nil is unknown.
+	ReadOnly *bool
+}
+
+// Permitter decides an agent's request for leave to make a call: Allow,
+// Answer with a denial (the agent is told no), or Pause. For an
+// OwnerRunnel call it only looks (a stored decision stays for the
+// Dispatch that follows); for any other call the verdict is final, and a
+// stored decision it used is spent.
+type Permitter interface {
+	Permit(ctx context.Context, call AgentCall) Verdict
+}

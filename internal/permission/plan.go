@@ -54,6 +54,22 @@ type Plan struct {
 	Malformed string
 }
 
+// Open reports whether the plan lets every call run without asking
+// anyone: default allow, read whole, and no rule that asks or denies. Only
+// then may an agent run in a mode that skips the gate, since the gate
+// would allow everything it skipped.
+func (p Plan) Open() bool {
+	if p.Default != Allow || p.Malformed != "" || len(p.Dropped) > 0 {
+		return false
+	}
+	for _, r := range p.Rules {
+		if r.Permission != Allow {
+			return false
+		}
+	}
+	return true
+}
+
 // ParsePlan reads a request's permissions value. Absent or null is
 // {default: allow_reads}. A value that is not an object, a default that is
 // not one of the four permission values, or rules that are not an array

@@ -89,8 +89,9 @@ type CallRef struct {
 // else the oldest one recorded for the key (an external harness re-issues
 // a call with a new id). The key check keeps a provider that reuses ids
 // across turns ("call_0") from applying an old answer to a different call.
-// An Exact store matches by id only, and only a decision given for the
-// same name and canonical arguments.
+// An Exact store matches only a decision given for the same name and
+// canonical arguments, and by id when the call has one; a call without an
+// id (an ACP agent's re-issued call) matches by those alone.
 func (s *Store) TakeDecision(c CallRef) (*Decision, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -110,9 +111,14 @@ func (s *Store) findDecision(c CallRef, consume bool) (*Decision, bool) {
 		return nil, false
 	}
 	if s.exact {
-		return s.decisions.find(c.ID, "", consume, func(d *Decision) bool {
-			return d.ToolName == c.Name && d.Args != "" && d.Args == c.Args
-		})
+		same := func(d *Decision) bool { return d.ToolName == c.Name && d.Args != "" && d.Args == c.Args }
+		if c.ID != "" {
+			return s.decisions.find(c.ID, "", consume, same)
+		}
+		// A call an external agent re-issued after a cold resume has an
+		// id of its own that no approval can name; it takes the approval
+		// given for the very same name and canonical arguments, once.
+		return s.decisions.findKey(c.Key, consume, same)
 	}
 	return s.decisions.find(c.ID, c.Key, consume, func(d *Decision) bool { return d.Key == c.Key })
 }
@@ -184,6 +190,18 @@ func (f *fifo[T]) find(id, key string, consume bool, agrees func(*T) bool) (*T, 
 			if !s.used {
 				return pick(s)
 			}
+		}
+	}
+	return nil, false
+}
+
+// findKey returns the oldest unused entry for key that agrees.
+func (f *fifo[T]) findKey(key string, consume bool, agrees func(*T) bool) (*T, bool) {
+	for _, s := range f.byKey[key] {
+		if !s.used && agrees(&s.value) {
+			s.used = s.used || consume
+			v := s.value
+			return &v, true
 		}
 	}
 	return nil, false

@@ -323,6 +323,37 @@ func TestExactStoreBindsToTheSignedCall(t *testing.T) {
 	}
 }
 
+// TestExactStoreReissuedCall: an external agent re-issues an approved call
+// after a cold resume under an id of its own, and asks without one. It
+// gets the approval only for the very name and arguments signed, and
+// only once.
+func TestExactStoreReissuedCall(t *testing.T) {
+	key := `Bash#{"command":"make clean"}`
+	args := `{"command":"make clean"}`
+	messages := []runnel.Message{user("clean up"), assistant(callOf("c1", "bash", args)),
+		userBlocks(resultOf("c1", "approval", `{"approved":true}`))}
+	s := Extract(messages, ExtractOptions{Exact: true})
+	for _, other := range []CallRef{
+		{Name: "bash", Key: key, Args: `{"command":"make clean","timeout_ms":999999}`},
+		{Name: "Bash", Key: key, Args: args},
+		{Name: "bash", Key: "", Args: args},
+	} {
+		if d, ok := s.PeekDecision(other); ok {
+			t.Errorf("PeekDecision(%+v) = %+v, want nothing", other, d)
+		}
+	}
+	reissued := CallRef{Name: "bash", Key: key, Args: args}
+	if _, ok := s.PeekDecision(reissued); !ok {
+		t.Fatal("PeekDecision of the re-issued call found nothing")
+	}
+	if d, ok := s.TakeDecision(reissued); !ok || !d.Approved {
+		t.Fatalf("TakeDecision = %+v, %v; want the approval", d, ok)
+	}
+	if d, ok := s.TakeDecision(reissued); ok {
+		t.Fatalf("a second TakeDecision = %+v: one approval ran two calls", d)
+	}
+}
+
 func TestUnanswered(t *testing.T) {
 	deferred := resultOf("c2", "", `"DEFERRED_NOT_EXECUTED: paused for another approval; retry the same call if still required."`)
 	parkedTurn := []runnel.Message{

@@ -86,18 +86,21 @@ func (g *gate) Dispatch(_ context.Context, c harness.Call) harness.Verdict {
 	}
 	ref := g.callRef(t, c)
 	verdict, decision := g.decide(t, c.Name, c.Input, g.store, ref)
-	v := g.verdict(t, c, ref, verdict, decision)
-	if decision != nil {
-		// A person's stored answer settled the call: say so (Agenta's
-		// frontend settles the request it showed by it).
-		a := runnel.InteractionAnswer{ID: decision.InteractionID, Kind: runnel.InteractionApproval, ToolCallID: c.ID,
-			Approved: decision.Approved, Reason: decision.Reason}
-		if a.ID == "" {
-			a.ID = interactionID(c.ID)
-		}
-		v = v.Answered(a)
+	return answered(g.verdict(t, c, ref, verdict, decision), decision, c.ID)
+}
+
+// answered is v, reporting the person's stored answer that settled the
+// call, if one did (Agenta's frontend settles the request it showed by it).
+func answered(v harness.Verdict, decision *permission.Decision, callID string) harness.Verdict {
+	if decision == nil {
+		return v
 	}
-	return v
+	a := runnel.InteractionAnswer{ID: decision.InteractionID, Kind: runnel.InteractionApproval, ToolCallID: callID,
+		Approved: decision.Approved, Reason: decision.Reason}
+	if a.ID == "" {
+		a.ID = interactionID(callID)
+	}
+	return v.Answered(a)
 }
 
 // verdict turns the plan's verdict on a call into what the loop does.
@@ -122,6 +125,9 @@ func (g *gate) verdict(t *gatedTool, c harness.Call, ref permission.CallRef, ver
 // and canonical arguments (the ones an interaction's signature covers).
 func (g *gate) callRef(t *gatedTool, c harness.Call) permission.CallRef {
 	ref := permission.CallRef{ID: c.ID, Name: c.Name}
+	if c.Reissued {
+		ref.ID = ""
+	}
 	ref.Key, _ = permission.Key(c.Name, c.Input, permission.KeyOptions{BoundPaths: t.boundPaths})
 	if args, err := permission.CanonicalJSON(signedInput(c.Input)); err == nil {
 		ref.Args = string(args)
@@ -133,6 +139,22 @@ func (g *gate) callRef(t *gatedTool, c harness.Call) permission.CallRef {
 // the stored decision it consumed from store for ref. With a nil store no
 // stored decision counts, and ask stays pending.
 func (g *gate) decide(t *gatedTool, name string, args json.RawMessage, store *permission.Store, ref permission.CallRef) (permission.Verdict, *permission.Decision) {
+	plan, pg := g.planGate(t, name, args)
+	return plan.Decide(pg, store, ref)
+}
+
+// peek is decide without consuming the stored decision.
+func (g *gate) peek(t *gatedTool, name string, args json.RawMessage, ref permission.CallRef) (permission.Verdict, *permission.Decision) {
+	plan, pg := g.planGate(t, name, args)
+	if plan.Effective(pg) != permission.Ask || g.store == nil {
+		return plan.Verdict(pg, nil), nil
+	}
+	d, _ := g.store.PeekDecision(ref)
+	return plan.Verdict(pg, d), d
+}
+
+// planGate is the plan a call of t is decided by, and the call as a gate.
+func (g *gate) planGate(t *gatedTool, name string, args json.RawMessage) (permission.Plan, permission.Gate) {
 	plan := g.plan
 	if t.ownDefault != "" {
 		plan.Default = t.ownDefault
@@ -141,7 +163,7 @@ func (g *gate) decide(t *gatedTool, name string, args json.RawMessage, store *pe
 	if t.subject != nil {
 		subject = t.subject(args)
 	}
-	return plan.Decide(permission.Gate{
+	return plan, permission.Gate{
 		Executor:         t.executor,
 		ToolName:         name,
 		Args:             args,
@@ -149,7 +171,75 @@ func (g *gate) decide(t *gatedTool, name string, args json.RawMessage, store *pe
 		SpecPermission:   t.specPermission,
 		ServerPermission: t.serverPermission,
 		ReadOnly:         t.readOnly,
-	}, store, ref)
+	}
+}
+
+// Permit decides an ACP agent's request for leave to make a call
+// (harness.Permitter), by the same plan, store and pause as Dispatch.
+//
+// A call of one of the run's tools is only looked at: runnel runs it when
+// the agent then calls it on runnel's server, and Dispatch consumes the
+// stored decision there. A client tool is allowed here (the browser's
+// turn comes at that call) unless the policy denies it. Any other call,
+// the agent's own tool or a user MCP server's, runs in the agent, so this
+// verdict is the only one: a stored decision it uses is spent.
+func (g *gate) Permit(_ context.Context, c harness.AgentCall) harness.Verdict {
+	switch c.Owner {
+	case harness.OwnerRunnel:
+		t, ok := g.tools[c.Name]
+		if !ok || strings.HasPrefix(c.Name, "mcp__") {
+			return harness.Answer(harness.DeniedResult(fmt.Sprintf("Tool call execution denied. Tool '%s' is not available in this run.", c.Name)))
+		}
+		ref := g.callRef(t, c.Call)
+		switch verdict, _ := g.peek(t, c.Name, c.Input, ref); {
+		case verdict == permission.VerdictDeny:
+			// Final: the agent will not call it, so nothing else would
+			// take the decision that denied it.
+			return g.agentVerdict(t, c)
+		case t.run == nil || verdict == permission.VerdictAllow:
+			return harness.Allow()
+		}
+		return g.pause(runnel.InteractionApproval, c.Call, nil)
+	case harness.OwnerServer:
+		t, ok := g.tools[c.Name]
+		if !ok {
+			return harness.Answer(harness.DeniedResult(fmt.Sprintf("Tool call execution denied. Tool '%s' is not among the tools this run allows from MCP server %q.", c.Name, c.Server)))
+		}
+		return g.agentVerdict(t, c)
+	}
+	t := &gatedTool{executor: permission.ExecutorHarness, readOnly: c.ReadOnly, subject: builtinSubject(c.Name)}
+	return g.agentVerdict(t, c)
+}
+
+// agentVerdict is the final verdict on a call the agent runs itself.
+func (g *gate) agentVerdict(t *gatedTool, c harness.AgentCall) harness.Verdict {
+	ref := g.callRef(t, c.Call)
+	verdict, decision := g.decide(t, c.Name, c.Input, g.store, ref)
+	var v harness.Verdict
+	switch verdict {
+	case permission.VerdictAllow:
+		v = harness.Allow()
+	case permission.VerdictDeny:
+		if decision != nil {
+			v = harness.Answer(harness.DeniedResult(declinedText(c.Name, decision.Reason)))
+		} else {
+			v = harness.Answer(harness.DeniedResult(policyDeniedText(c.Name)))
+		}
+	default:
+		return g.pause(runnel.InteractionApproval, c.Call, nil)
+	}
+	return answered(v, decision, c.ID)
+}
+
+// builtinSubject is what argument rules inspect in an agent's own tool,
+// whose arguments come in the builtin's shape (harness.AgentCall): the
+// command of Bash, the path of a file tool.
+func builtinSubject(rule string) func(json.RawMessage) *string {
+	member := "path"
+	if rule == "Bash" {
+		member = "command"
+	}
+	return func(args json.RawMessage) *string { return permission.StringMember(args, member) }
 }
 
 // pause parks the call behind an interaction, signed when the run has a

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +17,13 @@ import (
 	"github.com/runnel/runnel/internal/llmtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+		if fakeAgent.dir != "" {
+			os.RemoveAll(fakeAgent.dir)
+		}
+	}))
+}
 
 // Secrets the tests hand to runs; none may appear in what a run shows.
 const (

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/agents"
 	"github.com/runnel/runnel/internal/codemode"
 	"github.com/runnel/runnel/internal/harness"
 	"github.com/runnel/runnel/internal/harness/native"
@@ -23,19 +24,19 @@ import (
 	"github.com/runnel/runnel/internal/tools"
 )
 
-// acpHarnesses are the ACP harness names a request may ask for (DESIGN
-// §3.1); none is installed in this build yet.
-func acpHarnesses() []string {
-	return []string{"claude", "codex", "gemini", "opencode", "pi", "pi_core", "pi_agenta"}
-}
-
 // plan is a request that passed every check, with what the run needs
 // resolved: nothing in it can be refused any more.
 type plan struct {
-	req    *runnel.RunRequest
-	model  *modelRef
-	prompt native.Prompt
-	tools  *tools.Registry
+	req *runnel.RunRequest
+	// harness is "native" or the ACP agent's name; agent is that agent.
+	harness string
+	agent   *agents.Agent
+	// agentBuiltins are the builtin grants of an ACP run: the agent's own
+	// tools, which runnel does not serve (Pi activates them by name).
+	agentBuiltins []string
+	model         *modelRef
+	prompt        native.Prompt
+	tools         *tools.Registry
 	// gated are the custom tools as the permission gate sees them; the
 	// builtins join them once the run has its workspace.
 	gated  map[string]*gatedTool
@@ -93,10 +94,13 @@ func (m *Manager) plan(req *runnel.RunRequest, runID string) (*plan, error) {
 	if p.traceID == "" {
 		p.traceID = randomHex(16)
 	}
+	if err := m.checkHarness(p); err != nil {
+		return nil, err
+	}
 	p.log = slog.New(p.red.Handler(m.log.Handler())).With(
-		"run_id", p.runID, "session_id", p.sessionID, "trace_id", p.traceID, "harness", "native", "model", req.Model)
+		"run_id", p.runID, "session_id", p.sessionID, "trace_id", p.traceID, "harness", p.harness, "model", req.Model)
 	checks := []func(*plan) error{
-		checkHarness, checkMessages, checkSandbox, checkFiles, m.checkMCP, m.checkLimits,
+		checkMessages, checkSandbox, checkFiles, m.checkMCP, m.checkLimits,
 	}
 	for _, check := range checks {
 		if err := check(p); err != nil {
@@ -144,15 +148,30 @@ func invalid(format string, args ...any) *runnel.Error {
 	return runnel.Errorf(runnel.CodeInvalidRequest, format, args...)
 }
 
-func checkHarness(p *plan) error {
+// checkHarness finds the harness: native, or an installed ACP agent. A
+// known agent that is not installed is refused with the command that
+// installs it.
+func (m *Manager) checkHarness(p *plan) error {
 	h := strings.ToLower(strings.TrimSpace(p.req.Harness))
-	switch {
-	case h == "" || h == "native":
+	if h == "" || h == "native" {
+		p.harness = "native"
+		if p.req.HarnessMode != "" {
+			return invalid("harnessMode is for ACP harnesses; the native harness has no modes. Remove harnessMode.")
+		}
 		return nil
-	case slices.Contains(acpHarnesses(), h):
-		return invalid(`Harness %q is not available: the ACP harnesses (claude, codex, gemini, opencode, pi and its aliases pi_core, pi_agenta) are not installed or configured in this build. Use harness "native".`, p.req.Harness)
 	}
-	return invalid(`Unknown harness %q; this build runs harness "native".`, p.req.Harness)
+	if !slices.Contains(agents.Harnesses(), h) {
+		return invalid("Unknown harness %q; the harnesses are native, %s.", p.req.Harness, strings.Join(agents.Harnesses(), ", "))
+	}
+	if m.opts.Agents == nil {
+		return invalid("Harness %q is not available: this runnel runs no ACP agents (its agents directory is not configured). Use harness \"native\", or install the agent with `runnel agents install %s` and restart runnel.", p.req.Harness, agents.Canonical(h))
+	}
+	a, err := m.opts.Agents.Resolve(h)
+	if err != nil {
+		return invalid("Harness %q is not available: %s.", p.req.Harness, strings.TrimSuffix(err.Error(), "."))
+	}
+	p.harness, p.agent = a.Name(), a
+	return nil
 }
 
 func checkMessages(p *plan) error {
@@ -243,6 +262,9 @@ func (m *Manager) checkMCP(p *plan) error {
 	}
 	p.mcp = specs
 	if cm := p.req.CodeMode; cm != nil && cm.Enabled {
+		if p.agent != nil {
+			return invalid("codeMode runs on the native harness; harness %q calls MCP tools itself. Set codeMode.enabled to false, or use harness \"native\".", p.harness)
+		}
 		if len(specs) == 0 {
 			return invalid("codeMode.enabled needs at least one MCP server in mcpServers: scripts call MCP tools; add a server or set codeMode.enabled to false.")
 		}
@@ -301,6 +323,12 @@ func (m *Manager) planTools(p *plan) error {
 		return err
 	}
 	p.grants = grants
+	if p.agent != nil {
+		// The agent brings its own builtins, which the gate decides when it
+		// asks; runnel serves none of its own.
+		p.agentBuiltins, p.grants = grants, nil
+		grants = nil
+	}
 	reg, err := tools.New(p.req.CustomTools, p.req.ToolCallback, &tools.Options{
 		HTTPClient: m.opts.HTTPClient,
 		Timeout:    m.opts.ToolTimeout,

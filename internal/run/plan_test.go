@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/agents"
 	"github.com/runnel/runnel/internal/conformance"
 	"github.com/runnel/runnel/internal/provider"
 )
@@ -37,11 +38,11 @@ func TestRefusals(t *testing.T) {
 		want   string
 	}{
 		{"ACP harness", func(r *runnel.RunRequest) { r.Harness = "claude" },
-			`Harness "claude" is not available: the ACP harnesses (claude, codex, gemini, opencode, pi and its aliases pi_core, pi_agenta) are not installed or configured in this build. Use harness "native".`},
+			`Harness "claude" is not available: this runnel runs no ACP agents (its agents directory is not configured). Use harness "native", or install the agent with ` + "`runnel agents install claude`" + ` and restart runnel.`},
 		{"ACP alias", func(r *runnel.RunRequest) { r.Harness = "pi_agenta" },
-			`Harness "pi_agenta" is not available: the ACP harnesses (claude, codex, gemini, opencode, pi and its aliases pi_core, pi_agenta) are not installed or configured in this build. Use harness "native".`},
+			`Harness "pi_agenta" is not available: this runnel runs no ACP agents (its agents directory is not configured). Use harness "native", or install the agent with ` + "`runnel agents install pi`" + ` and restart runnel.`},
 		{"unknown harness", func(r *runnel.RunRequest) { r.Harness = "robot" },
-			`Unknown harness "robot"; this build runs harness "native".`},
+			`Unknown harness "robot"; the harnesses are native, claude, codex, gemini, opencode, pi, pi_core, pi_agenta.`},
 		{"no messages", func(r *runnel.RunRequest) { r.Messages = nil },
 			"No user message to send (prompt/messages empty)."},
 		{"no user text", func(r *runnel.RunRequest) {
@@ -256,7 +257,7 @@ func TestLimits(t *testing.T) {
 // offers the model every custom tool.
 func TestGoldenRequests(t *testing.T) {
 	acp := func(h string) string {
-		return `Harness "` + h + `" is not available: the ACP harnesses (claude, codex, gemini, opencode, pi and its aliases pi_core, pi_agenta) are not installed or configured in this build. Use harness "native".`
+		return `Harness "` + h + `" is not available: this runnel runs no ACP agents (its agents directory is not configured). Use harness "native", or install the agent with ` + "`runnel agents install " + agents.Canonical(h) + "`" + ` and restart runnel.`
 	}
 	type fix struct {
 		want  string // the refusal before the fix; "" when the request plans

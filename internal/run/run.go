@@ -50,7 +50,9 @@ import (
 	"time"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/agents"
 	"github.com/runnel/runnel/internal/codemode"
+	"github.com/runnel/runnel/internal/harness/acp"
 	"github.com/runnel/runnel/internal/harness/native"
 	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/provider"
@@ -156,6 +158,12 @@ type Options struct {
 	// (sandbox.ProbeContainment, once per process); nil kills their
 	// process group only.
 	Containment *sandbox.Containment
+	// Agents are the ACP agents the manager may run (DESIGN §7); nil
+	// means the native harness only.
+	Agents *agents.Registry
+	// ACPTimeouts bound an ACP agent's start, session and silence; zero
+	// fields are acp's defaults.
+	ACPTimeouts acp.Timeouts
 	// ScriptLimiter bounds, for the whole process, the code-mode scripts
 	// still running after their run gave up on them (codemode.Limiter);
 	// nil means no bound.
@@ -210,8 +218,20 @@ func NewManager(opts *Options) *Manager {
 	return m
 }
 
-// Harnesses lists the harness names this manager can run.
-func (m *Manager) Harnesses() []string { return []string{"native"} }
+// Harnesses lists the harness names this manager can run: native and
+// every installed ACP agent.
+func (m *Manager) Harnesses() []string {
+	out := []string{"native"}
+	if m.opts.Agents != nil {
+		for _, st := range m.opts.Agents.List() {
+			if st.Installed {
+				out = append(out, st.Name)
+				out = append(out, st.Aliases...)
+			}
+		}
+	}
+	return out
+}
 
 // errTotalTimeout is the cause of a run cancelled by its total deadline.
 var errTotalTimeout = errors.New("run total timeout")
@@ -224,6 +244,9 @@ func (m *Manager) Run(ctx context.Context, req *runnel.RunRequest, sink runnel.S
 	p, err := m.plan(req, runnel.RequestID(ctx))
 	if err != nil {
 		return nil, err
+	}
+	if p.agent != nil {
+		return m.runACP(ctx, p, sink)
 	}
 	red, log := p.red, p.log
 	model, err := m.opts.NewModel(p.model.api, p.model.cfg)
@@ -243,7 +266,7 @@ func (m *Manager) Run(ctx context.Context, req *runnel.RunRequest, sink runnel.S
 	sink = tracedSink{next: sink, traceID: p.traceID}
 	sink = red.Sink(sink)
 
-	ws, err := m.openWorkspace(p)
+	ws, err := m.openWorkspace(p, false)
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +314,7 @@ func (m *Manager) Run(ctx context.Context, req *runnel.RunRequest, sink runnel.S
 		Parallel:     m.opts.ToolParallel,
 		Logger:       log,
 	}, sink)
-	res := m.result(ctx, rctx, p, out, runErr)
+	res := m.result(ctx, rctx, p, turnEnd{out.Messages, out.Output, out.Usage, out.StopReason, out.Interactions}, runErr)
 	if runErr != nil {
 		sink.Emit(runnel.Event{Type: runnel.EventError, Message: res.Error, Code: res.ErrorCode})
 		sink.Emit(runnel.Event{Type: runnel.EventDone, StopReason: res.StopReason})
@@ -304,16 +327,25 @@ func (m *Manager) Run(ctx context.Context, req *runnel.RunRequest, sink runnel.S
 	return res, nil
 }
 
+// turnEnd is how a harness ended its turn, whichever harness it was.
+type turnEnd struct {
+	messages     []runnel.Message
+	output       string
+	usage        runnel.Usage
+	stopReason   string
+	interactions []runnel.Interaction
+}
+
 // result is the caller's view of how the run ended.
-func (m *Manager) result(ctx, rctx context.Context, p *plan, out *native.Outcome, runErr error) *runnel.Result {
+func (m *Manager) result(ctx, rctx context.Context, p *plan, out turnEnd, runErr error) *runnel.Result {
 	res := &runnel.Result{
 		OK:           true,
 		Status:       runnel.StatusCompleted,
-		Output:       out.Output,
-		Messages:     out.Messages,
-		Usage:        out.Usage,
-		StopReason:   out.StopReason,
-		Interactions: out.Interactions,
+		Output:       out.output,
+		Messages:     out.messages,
+		Usage:        out.usage,
+		StopReason:   out.stopReason,
+		Interactions: out.interactions,
 		Notices:      p.notices,
 		Capabilities: capabilities(),
 		SessionID:    p.sessionID,
@@ -328,7 +360,7 @@ func (m *Manager) result(ctx, rctx context.Context, p *plan, out *native.Outcome
 	if res.Interactions == nil {
 		res.Interactions = []runnel.Interaction{}
 	}
-	if out.StopReason == runnel.StopPaused {
+	if out.stopReason == runnel.StopPaused {
 		res.Status = runnel.StatusPaused
 	}
 	if runErr == nil {

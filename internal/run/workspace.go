@@ -24,11 +24,12 @@ func needsWorkspace(p *plan) bool {
 
 // openWorkspace creates the run's workspace (DESIGN §6, "local") and
 // writes the request's skills, harnessFiles and agentsMd into it, or
-// returns nil when the run needs none. The caller closes it, which removes
+// returns nil when the run needs none (an ACP run always does: it is the
+// agent's working directory). The caller closes it, which removes
 // it unless Options.KeepWorkspace. A file that cannot be written refuses
 // the run before anything ran.
-func (m *Manager) openWorkspace(p *plan) (*sandbox.Workspace, error) {
-	if !needsWorkspace(p) {
+func (m *Manager) openWorkspace(p *plan, always bool) (*sandbox.Workspace, error) {
+	if !always && !needsWorkspace(p) {
 		return nil, nil
 	}
 	ws, err := sandbox.NewWorkspace(m.opts.WorkspaceRoot, &sandbox.WorkspaceOptions{

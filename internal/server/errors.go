@@ -36,7 +36,7 @@ func statusForCode(code runnel.ErrorCode) int {
 		return http.StatusTooManyRequests
 	case runnel.CodeCancelled:
 		return http.StatusServiceUnavailable
-	case runnel.CodeUnavailable:
+	case runnel.CodeUnavailable, runnel.CodeAgentError:
 		return http.StatusBadGateway
 	default:
 		return http.StatusInternalServerError

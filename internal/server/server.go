@@ -91,6 +91,20 @@ type Capabilities struct {
 	Features  []string     `json:"features"`
 	Limits    Limits       `json:"limits"`
 	Sandbox   *SandboxInfo `json:"sandbox,omitempty"`
+	// Agents are the ACP agents this runnel knows, installed or not.
+	Agents []AgentInfo `json:"agents,omitempty"`
+}
+
+// AgentInfo is one ACP agent as /v1/capabilities reports it.
+type AgentInfo struct {
+	Harness   string   `json:"harness"`
+	Aliases   []string `json:"aliases,omitempty"`
+	Package   string   `json:"package"`
+	Pinned    string   `json:"pinned"`
+	Installed bool     `json:"installed"`
+	Version   string   `json:"version,omitempty"`
+	// Problem says why an agent cannot run, and what to do.
+	Problem string `json:"problem,omitempty"`
 }
 
 // SandboxInfo says what this host's sandboxes guarantee, so an operator

@@ -1,0 +1,73 @@
+package acp
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/runnel/runnel/internal/harness"
+)
+
+// Every agent's spelling of a call names the same tool for the gate
+// (ACP-AGENTS.md), and a builtin's arguments come in the shape its rule
+// reads.
+func TestIdentify(t *testing.T) {
+	n := newNamer([]Tool{{Name: "get_user"}, {Name: "pick_date"}}, []Server{{Name: "github"}, {Name: "github_enterprise"}}, "/ws/run1")
+	ro := true
+	tests := []struct {
+		name                   string
+		frameName, title, kind string
+		input                  string
+		want                   harness.AgentCall
+	}{
+		{"claude runnel tool", "mcp__runnel__get_user", "mcp__runnel__get_user", "other", `{"id":1}`,
+			harness.AgentCall{Call: harness.Call{Name: "get_user", Input: json.RawMessage(`{"id":1}`)}, Owner: harness.OwnerRunnel, Title: "mcp__runnel__get_user"}},
+		{"gemini runnel tool", "", "mcp_runnel_get_user", "", `{}`,
+			harness.AgentCall{Call: harness.Call{Name: "get_user", Input: json.RawMessage(`{}`)}, Owner: harness.OwnerRunnel, Title: "mcp_runnel_get_user"}},
+		{"opencode runnel tool", "", "runnel_get_user", "", `{}`,
+			harness.AgentCall{Call: harness.Call{Name: "get_user", Input: json.RawMessage(`{}`)}, Owner: harness.OwnerRunnel, Title: "runnel_get_user"}},
+		{"gemini human title", "", "get_user (runnel MCP Server)", "", `{}`,
+			harness.AgentCall{Call: harness.Call{Name: "get_user", Input: json.RawMessage(`{}`)}, Owner: harness.OwnerRunnel, Title: "get_user (runnel MCP Server)"}},
+		{"slash title", "", "Tool: runnel/pick_date", "", `{}`,
+			harness.AgentCall{Call: harness.Call{Name: "pick_date", Input: json.RawMessage(`{}`)}, Owner: harness.OwnerRunnel, Title: "Tool: runnel/pick_date"}},
+		{"pi bare name", "get_user", "get_user", "", `{}`,
+			harness.AgentCall{Call: harness.Call{Name: "get_user", Input: json.RawMessage(`{}`)}, Owner: harness.OwnerRunnel, Title: "get_user"}},
+		{"user server, longest name first", "", "mcp__github_enterprise__list", "", `{}`,
+			harness.AgentCall{Call: harness.Call{Name: "mcp__github_enterprise__list", Input: json.RawMessage(`{}`)}, Owner: harness.OwnerServer, Server: "github_enterprise", Title: "mcp__github_enterprise__list"}},
+		{"opencode user server", "", "github_enterprise_list", "", `{}`,
+			harness.AgentCall{Call: harness.Call{Name: "mcp__github_enterprise__list", Input: json.RawMessage(`{}`)}, Owner: harness.OwnerServer, Server: "github_enterprise", Title: "github_enterprise_list"}},
+		{"claude bash", "Bash", "ls -la", "execute", `{"command":"ls -la","description":"list"}`,
+			harness.AgentCall{Call: harness.Call{Name: "Bash", Input: json.RawMessage(`{"command":"ls -la"}`)}, Owner: harness.OwnerAgent, Title: "ls -la"}},
+		{"codex exec argv", "", "Run ls", "execute", `{"command":["/bin/bash","-lc","npm run test"],"cwd":"/ws/run1"}`,
+			harness.AgentCall{Call: harness.Call{Name: "Bash", Input: json.RawMessage(`{"command":"npm run test"}`)}, Owner: harness.OwnerAgent, Title: "Run ls"}},
+		{"claude read, path made relative", "Read", "Read /ws/run1/src/a.go", "read", `{"file_path":"/ws/run1/src/a.go"}`,
+			harness.AgentCall{Call: harness.Call{Name: "Read", Input: json.RawMessage(`{"path":"src/a.go"}`)}, Owner: harness.OwnerAgent, Title: "Read /ws/run1/src/a.go", ReadOnly: &ro}},
+		{"path outside the workspace stays absolute", "Write", "", "edit", `{"file_path":"/etc/passwd","content":"x"}`,
+			harness.AgentCall{Call: harness.Call{Name: "Write", Input: json.RawMessage(`{"content":"x","path":"/etc/passwd"}`)}, Owner: harness.OwnerAgent}},
+		{"pi edit", "edit", "edit", "edit", `{"path":"a.txt","oldText":"a","newText":"b"}`,
+			harness.AgentCall{Call: harness.Call{Name: "Edit", Input: json.RawMessage(`{"newText":"b","oldText":"a","path":"a.txt"}`)}, Owner: harness.OwnerAgent, Title: "edit"}},
+		{"gemini shell", "", "run_shell_command", "execute", `{"command":"echo hi"}`,
+			harness.AgentCall{Call: harness.Call{Name: "Bash", Input: json.RawMessage(`{"command":"echo hi"}`)}, Owner: harness.OwnerAgent, Title: "run_shell_command"}},
+		{"pi bash titled by its command", "", "ls", "execute", ``,
+			harness.AgentCall{Call: harness.Call{Name: "Bash", Input: json.RawMessage(`{}`)}, Owner: harness.OwnerAgent, Title: "ls"}},
+		{"pi grep", "", "grep", "other", `{"pattern":"x","path":"src"}`,
+			harness.AgentCall{Call: harness.Call{Name: "Grep", Input: json.RawMessage(`{"path":"src","pattern":"x"}`)}, Owner: harness.OwnerAgent, Title: "grep", ReadOnly: &ro}},
+		{"kind only", "", "Apply patch", "edit", `{}`,
+			harness.AgentCall{Call: harness.Call{Name: "Edit", Input: json.RawMessage(`{}`)}, Owner: harness.OwnerAgent, Title: "Apply patch"}},
+		{"unknown tool keeps its name", "TodoWrite", "Update todos", "think", `{"todos":[]}`,
+			harness.AgentCall{Call: harness.Call{Name: "TodoWrite", Input: json.RawMessage(`{"todos":[]}`)}, Owner: harness.OwnerAgent, Title: "Update todos"}},
+		{"runnel prefix with an unknown tool is not runnel's", "", "mcp__runnel__nope", "", `{}`,
+			harness.AgentCall{Call: harness.Call{Name: "mcp__runnel__nope", Input: json.RawMessage(`{}`)}, Owner: harness.OwnerAgent, Title: "mcp__runnel__nope"}},
+		{"arguments that are not an object", "Bash", "", "execute", `"rm -rf /"`,
+			harness.AgentCall{Call: harness.Call{Name: "Bash", Input: json.RawMessage(`{}`)}, Owner: harness.OwnerAgent}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := n.identify(tt.frameName, tt.title, tt.kind, json.RawMessage(tt.input))
+			if diff := cmp.Diff(tt.want, got, cmp.Transformer("raw", func(r json.RawMessage) string { return string(r) })); diff != "" {
+				t.Errorf("identify (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,136 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+)
+
+// ProcessOptions configures StartProcess.
+type ProcessOptions struct {
+	// Env is the whole environment ("NAME=value"): nothing of runnel's own
+	// environment is passed on, since it may hold tokens.
+	Env []string
+	// Dir is the working directory; empty means the workspace.
+	Dir string
+	// Stderr receives the program's standard error; nil discards it.
+	Stderr io.Writer
+}
+
+// Process is a long-lived program a run talks to over its standard input
+// and output (an ACP agent), contained like a command: when it is ended,
+// everything it started goes with it, as far as the workspace's
+// Containment reaches (see RunCommand).
+type Process struct {
+	// Stdin and Stdout are the program's standard input and output.
+	Stdin  io.WriteCloser
+	Stdout io.ReadCloser
+
+	cmd    *exec.Cmd
+	scope  *scope
+	exited chan struct{}
+
+	endOnce sync.Once
+	endErr  error
+}
+
+// StartProcess starts argv in ws under its Containment. The caller must
+// End it, whatever happens.
+func StartProcess(ws *Workspace, argv []string, opts *ProcessOptions) (*Process, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("starting a process: no command")
+	}
+	var o ProcessOptions
+	if opts != nil {
+		o = *opts
+	}
+	sc, err := ws.containment.newScope()
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = o.Dir
+	if cmd.Dir == "" {
+		cmd.Dir = ws.Dir()
+	}
+	cmd.Env = o.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
+	cmd.SysProcAttr = sc.sysProcAttr()
+	cmd.Stderr = o.Stderr
+	// A process that left the group may hold stderr open for ever; Wait
+	// must not wait for it once the program itself is gone.
+	cmd.WaitDelay = pipeGrace
+	// Pipes of our own, not cmd.StdinPipe: those are closed by Wait, which
+	// races with a reader still draining the last lines the program wrote.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	cmd.Stdin, cmd.Stdout = inR, outW
+	err = sc.start(cmd)
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	p := &Process{Stdin: inW, Stdout: outR, cmd: cmd, scope: sc, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// Pid is the program's process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited is closed once the program itself has exited (what it started
+// may still run until End).
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// ExitCode is the program's exit status once Exited is closed (128+n for
+// a signal, as shells report it), or -1.
+func (p *Process) ExitCode() int {
+	select {
+	case <-p.exited:
+		return exitCode(p.cmd.ProcessState)
+	default:
+		return -1
+	}
+}
+
+// End closes the program's input, gives it grace to exit by itself, then
+// kills it and everything it started, and returns once all of it is gone
+// (as far as the Containment reaches). It is safe to call more than once.
+func (p *Process) End(grace time.Duration) error {
+	p.endOnce.Do(func() {
+		p.Stdin.Close()
+		if grace > 0 {
+			t := time.NewTimer(grace)
+			select {
+			case <-p.exited:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		err := p.scope.kill(p.Pid())
+		<-p.exited
+		p.endErr = errors.Join(err, p.scope.end())
+		p.Stdout.Close()
+	})
+	return p.endErr
+}

@@ -168,6 +168,10 @@ type AgentCall struct {
 	Title string
 	// ReadOnly is what runnel knows of a builtin's effects; nil is unknown.
 	ReadOnly *bool
+	// ArgsUnknown says the agent asked without saying with what arguments
+	// (opencode sends {} and fills them in later): no person can be asked
+	// to approve such a call, and no stored decision can be matched to it.
+	ArgsUnknown bool
 }
 
 // Permitter decides an agent's request for leave to make a call: Allow,

@@ -8,20 +8,25 @@ import (
 )
 
 // Conversation is the API-independent view of one model request that rules
-// are matched against. The same logical history sent through any of the three
+// are matched against. The same logical history sent through any of the four
 // APIs normalises to the same Messages: consecutive assistant items (text,
 // reasoning, tool calls) form one assistant message and consecutive tool
 // results form one tool message.
 type Conversation struct {
-	API    string `json:"api"`
+	API string `json:"api"`
+	// Model and Stream are the request's; a Gemini request carries them in
+	// its path ({model}, and :streamGenerateContent).
 	Model  string `json:"model,omitempty"`
 	Stream bool   `json:"stream,omitempty"`
 	// System joins, with newlines, every system or developer text: chat
 	// system/developer messages, Responses instructions and system/developer
-	// items, the Anthropic system field.
+	// items, the Anthropic system field and system messages, the Gemini
+	// systemInstruction.
 	System   string    `json:"system,omitempty"`
 	Messages []Message `json:"messages,omitempty"`
-	// Tools are the names of the offered tools, in request order.
+	// Tools are the names of the offered tools, in request order. A
+	// Responses namespace contributes its own name, then each of its tools
+	// as "namespace.tool" (the Responses API allows no dot in a tool name).
 	Tools []string `json:"tools,omitempty"`
 }
 
@@ -79,14 +84,12 @@ func (c *Conversation) ToolResultCount() int {
 	return n
 }
 
-// HasTool reports whether a tool of this name is offered.
+// HasTool reports whether a tool of this name is offered or, for an MCP
+// tool reference "server/tool", whether any spelling of it is (see
+// [Conversation.ResolveTool]).
 func (c *Conversation) HasTool(name string) bool {
-	for _, t := range c.Tools {
-		if t == name {
-			return true
-		}
-	}
-	return false
+	_, _, ok := c.ResolveTool(name)
+	return ok
 }
 
 func (c *Conversation) addSystem(text string) {
@@ -156,11 +159,13 @@ func normalize(api string, body []byte) (Conversation, error) {
 		return normalizeResponses(body)
 	case APIMessages:
 		return normalizeMessages(body)
+	case APIGemini:
+		return normalizeGemini(body)
 	}
 	return Conversation{}, fmt.Errorf("unknown api %q", api)
 }
 
-// part is the union of the content parts the three APIs use for text.
+// part is the union of the content parts the APIs use for text.
 type part struct {
 	Type string `json:"type"`
 	Text string `json:"text"`

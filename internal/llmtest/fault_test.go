@@ -1,6 +1,7 @@
 package llmtest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,14 +18,18 @@ import (
 
 var apis = []string{APIChat, APIResponses, APIMessages}
 
-// streamWith makes one streaming request of the API with its official SDK,
-// calling onEvent with the running count of events the SDK surfaced, and
-// returns that count and the stream's error.
+// streamWith makes one streaming request of the API with its official SDK
+// (Gemini: by hand, as @google/genai does), calling onEvent with the running
+// count of events the client surfaced, and returns that count and the
+// stream's error.
 func streamWith(ctx context.Context, t *testing.T, srv *Server, api string, onEvent func(int)) (int, error) {
 	t.Helper()
 	n := 0
 	next := func() { n++; onEvent(n) }
 	switch api {
+	case APIGemini:
+		chunks, err := geminiStream(ctx, t, srv, "gemini-test", geminiRequestBody, onEvent)
+		return len(chunks), err
 	case APIChat:
 		c := openaiClient(t, srv)
 		s := c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
@@ -63,7 +68,7 @@ func faultRule(f Fault) Rule {
 }
 
 func TestStatusFault(t *testing.T) {
-	for _, api := range apis {
+	for _, api := range allAPIs {
 		t.Run(api, func(t *testing.T) {
 			srv := start(t, faultRule(Fault{Kind: FaultStatus, Status: 429, RetryAfter: "1"}))
 			n, err := streamWith(context.Background(), t, srv, api, func(int) {})
@@ -72,7 +77,17 @@ func TestStatusFault(t *testing.T) {
 			}
 			var status int
 			var header http.Header
-			if api == APIMessages {
+			switch api {
+			case APIGemini:
+				var e *geminiHTTPError
+				if !errors.As(err, &e) {
+					t.Fatalf("error %v, want a Gemini error status", err)
+				}
+				status, header = e.Status, e.Header
+				if !bytes.Contains(e.Body, []byte(`"status":"RESOURCE_EXHAUSTED"`)) {
+					t.Errorf("error body %s", e.Body)
+				}
+			case APIMessages:
 				var e *anthropic.Error
 				if !errors.As(err, &e) {
 					t.Fatalf("error %v, want *anthropic.Error", err)
@@ -81,7 +96,7 @@ func TestStatusFault(t *testing.T) {
 				if e.Type() != "rate_limit_error" || e.RequestID == "" {
 					t.Errorf("error type %q request id %q", e.Type(), e.RequestID)
 				}
-			} else {
+			default:
 				var e *openai.Error
 				if !errors.As(err, &e) {
 					t.Fatalf("error %v, want *openai.Error", err)
@@ -151,7 +166,7 @@ func TestCutFault(t *testing.T) {
 		{"headers flushed", Fault{Kind: FaultCut, FlushHeaders: true}, 0, true, false},
 		{"before headers", Fault{Kind: FaultCut}, 0, false, true},
 	}
-	for _, api := range apis {
+	for _, api := range allAPIs {
 		for _, tc := range cases {
 			t.Run(api+"/"+tc.name, func(t *testing.T) {
 				srv := start(t, faultRule(tc.fault))
@@ -171,7 +186,7 @@ func TestCutFault(t *testing.T) {
 }
 
 func TestMalformedFault(t *testing.T) {
-	for _, api := range apis {
+	for _, api := range allAPIs {
 		t.Run(api, func(t *testing.T) {
 			srv := start(t, faultRule(Fault{Kind: FaultMalformed, AfterChunks: 1}))
 			n, err := streamWith(context.Background(), t, srv, api, func(int) {})
@@ -187,7 +202,7 @@ func TestMalformedFault(t *testing.T) {
 }
 
 func TestHangFault(t *testing.T) {
-	for _, api := range apis {
+	for _, api := range allAPIs {
 		// The client gives up after the first event: the call returns with
 		// its context's error although the server never ends the stream.
 		t.Run(api+"/after one event", func(t *testing.T) {
@@ -272,4 +287,27 @@ func TestNonStreamingFaults(t *testing.T) {
 			t.Errorf("error %v, want context.Canceled", err)
 		}
 	})
+}
+
+// An endless stream repeats one text delta until the client gives up; every
+// repetition is a well-formed event the client accepts.
+func TestEndlessFault(t *testing.T) {
+	textDelta := map[string]int{APIChat: 1, APIResponses: 4, APIMessages: 3, APIGemini: 0}
+	for _, api := range allAPIs {
+		t.Run(api, func(t *testing.T) {
+			srv := start(t, faultRule(Fault{Kind: FaultEndless, AfterChunks: textDelta[api]}))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			const enough = 200
+			n, err := streamWith(ctx, t, srv, api, func(n int) {
+				if n == enough {
+					cancel()
+				}
+			})
+			// Events already buffered still surface after the cancel.
+			if n < enough || !errors.Is(err, context.Canceled) {
+				t.Errorf("%d events, error %v: want %d or more and context.Canceled", n, err, enough)
+			}
+		})
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,10 +77,17 @@ func NewHandler(s Script) *Handler {
 	h.mux.HandleFunc("POST /v1/chat/completions", h.model(APIChat))
 	h.mux.HandleFunc("POST /v1/responses", h.model(APIResponses))
 	h.mux.HandleFunc("POST /v1/messages", h.model(APIMessages))
+	h.mux.HandleFunc("POST /v1/messages/count_tokens", h.countTokens(APIMessages))
+	// Gemini puts the method after a colon in the last segment, which a
+	// pattern cannot match; geminiModel dispatches on it. v1 is v1beta's
+	// stable twin with the same shapes.
+	h.mux.HandleFunc("POST /v1beta/models/{call}", h.geminiModel)
+	h.mux.HandleFunc("POST /v1/models/{call}", h.geminiModel)
 	h.mux.HandleFunc("GET /v1/models", h.models)
+	h.mux.HandleFunc("GET /v1beta/models", h.models)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, openAIError(http.StatusNotFound,
-			fmt.Sprintf("llmtest: no route for %s %s; serving POST /v1/chat/completions, /v1/responses, /v1/messages", r.Method, r.URL.Path)))
+			fmt.Sprintf("llmtest: no route for %s %s; serving POST /v1/chat/completions, /v1/responses, /v1/messages, /v1beta/models/{model}:generateContent and :streamGenerateContent", r.Method, r.URL.Path)))
 	})
 	return h
 }
@@ -135,51 +143,103 @@ func (h *Handler) record(r Request) {
 // model serves one model API endpoint.
 func (h *Handler) model(api string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		h.answer(w, r, api, geminiMethod{})
+	}
+}
+
+// geminiModel serves POST /v1beta/models/{model}:{method}.
+func (h *Handler) geminiModel(w http.ResponseWriter, r *http.Request) {
+	m, ok := parseGeminiCall(r.PathValue("call"), r.URL.Query().Get("alt"))
+	switch {
+	case !ok:
+		writeJSON(w, http.StatusNotFound, geminiError(http.StatusNotFound,
+			fmt.Sprintf("llmtest: no route for %s %s; serving {model}:generateContent, :streamGenerateContent and :countTokens", r.Method, r.URL.Path)))
+	case m.action == "countTokens":
+		h.countTokens(APIGemini)(w, r)
+	default:
+		h.answer(w, r, APIGemini, m)
+	}
+}
+
+// answer matches one model request against the rules and replies. gm is
+// what a Gemini path said (model, streaming), zero for the other APIs.
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, api string, gm geminiMethod) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	reqID := "req_" + digest(body)
+	if err != nil {
+		h.fail(w, api, http.StatusRequestEntityTooLarge, "llmtest: read body: "+err.Error(), reqID, "")
+		return
+	}
+	conv, err := normalize(api, body)
+	if api == APIGemini {
+		conv.Model, conv.Stream = gm.model, gm.action == "streamGenerateContent"
+	}
+	rec := Request{API: api, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Conversation: conv}
+	if err != nil {
+		h.record(rec)
+		h.fail(w, api, http.StatusBadRequest, "llmtest: invalid request body: "+err.Error(), reqID, "")
+		return
+	}
+	i, ok := h.match(&conv)
+	if !ok {
+		h.record(rec)
+		msg := noRuleMessage(&conv)
+		h.logger.Warn("mockllm: no rule matched", "api", api, "detail", msg)
+		h.fail(w, api, http.StatusBadRequest, msg, reqID, "")
+		return
+	}
+	rule := h.rules[i]
+	rec.Rule = rule.label(i)
+	h.record(rec)
+	fault := h.faultFor(i)
+	h.logger.Info("mockllm request", "api", api, "model", conv.Model, "stream", conv.Stream,
+		"rule", rec.Rule, "last_role", conv.LastRole(), "tool_results", conv.ToolResultCount(),
+		"fault", faultKind(fault))
+
+	if fault != nil && fault.Kind == FaultStatus {
+		h.fail(w, api, fault.Status, fmt.Sprintf("llmtest: scripted %d from %s", fault.Status, rec.Rule), reqID, fault.RetryAfter)
+		return
+	}
+	prefix := "call_"
+	if api == APIMessages {
+		prefix = "toolu_"
+	}
+	o := resolve(rule.Reply, &conv, body, prefix)
+	o.includeUsage = api == APIChat && chatIncludeUsage(body)
+	setRequestID(w.Header(), api, reqID)
+	switch {
+	case api == APIGemini && conv.Stream && !gm.sse:
+		h.respond(w, r, o.geminiArray(), fault)
+	case conv.Stream:
+		h.stream(w, r, o.events(api), o.delay, fault)
+	default:
+		h.respond(w, r, o.body(api), fault)
+	}
+}
+
+// countTokens answers a token count (Anthropic count_tokens, Gemini
+// countTokens) outside the rules: it is no model turn, and agents ask it
+// before turns a script cannot foresee. The count is a pure function of the
+// body, about four bytes a token.
+func (h *Handler) countTokens(api string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 		reqID := "req_" + digest(body)
 		if err != nil {
 			h.fail(w, api, http.StatusRequestEntityTooLarge, "llmtest: read body: "+err.Error(), reqID, "")
 			return
 		}
-		conv, err := normalize(api, body)
-		rec := Request{API: api, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Conversation: conv}
-		if err != nil {
-			h.record(rec)
-			h.fail(w, api, http.StatusBadRequest, "llmtest: invalid request body: "+err.Error(), reqID, "")
+		if !json.Valid(body) {
+			h.fail(w, api, http.StatusBadRequest, "llmtest: invalid request body: not JSON", reqID, "")
 			return
 		}
-		i, ok := h.match(&conv)
-		if !ok {
-			h.record(rec)
-			msg := noRuleMessage(&conv)
-			h.logger.Warn("mockllm: no rule matched", "api", api, "detail", msg)
-			h.fail(w, api, http.StatusBadRequest, msg, reqID, "")
-			return
-		}
-		rule := h.rules[i]
-		rec.Rule = rule.label(i)
-		h.record(rec)
-		fault := h.faultFor(i)
-		h.logger.Info("mockllm request", "api", api, "model", conv.Model, "stream", conv.Stream,
-			"rule", rec.Rule, "last_role", conv.LastRole(), "tool_results", conv.ToolResultCount(),
-			"fault", faultKind(fault))
-
-		if fault != nil && fault.Kind == FaultStatus {
-			h.fail(w, api, fault.Status, fmt.Sprintf("llmtest: scripted %d from %s", fault.Status, rec.Rule), reqID, fault.RetryAfter)
-			return
-		}
-		prefix := "call_"
-		if api == APIMessages {
-			prefix = "toolu_"
-		}
-		o := resolve(rule.Reply, &conv, body, prefix)
-		o.includeUsage = api == APIChat && chatIncludeUsage(body)
+		n := max(1, (len(body)+3)/4)
 		setRequestID(w.Header(), api, reqID)
-		if conv.Stream {
-			h.stream(w, r, o.events(api), o.delay, fault)
+		if api == APIGemini {
+			writeJSON(w, http.StatusOK, mustJSON(obj{{"totalTokens", n}}))
 			return
 		}
-		h.respond(w, r, o.body(api), fault)
+		writeJSON(w, http.StatusOK, mustJSON(obj{{"input_tokens", n}}))
 	}
 }
 
@@ -227,6 +287,8 @@ func (o outcome) events(api string) []sseEvent {
 		return o.chatStream()
 	case APIResponses:
 		return o.responsesStream()
+	case APIGemini:
+		return o.geminiStream()
 	}
 	return o.messagesStream()
 }
@@ -237,6 +299,8 @@ func (o outcome) body(api string) []byte {
 		return o.chatJSON()
 	case APIResponses:
 		return o.responsesJSON()
+	case APIGemini:
+		return o.geminiJSON()
 	}
 	return o.messagesJSON()
 }
@@ -388,11 +452,14 @@ func (h *Handler) fail(w http.ResponseWriter, api string, status int, msg, reqID
 	if retryAfter != "" {
 		w.Header().Set("Retry-After", retryAfter)
 	}
-	if api == APIMessages {
+	switch api {
+	case APIMessages:
 		writeJSON(w, status, anthropicError(status, msg, reqID))
-		return
+	case APIGemini:
+		writeJSON(w, status, geminiError(status, msg))
+	default:
+		writeJSON(w, status, openAIError(status, msg))
 	}
-	writeJSON(w, status, openAIError(status, msg))
 }
 
 func setRequestID(h http.Header, api, id string) {
@@ -410,7 +477,8 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 }
 
 // models lists the models the script names, in the shape of the API the
-// client speaks (Anthropic clients send anthropic-version).
+// client speaks (Anthropic clients send anthropic-version, Gemini clients
+// ask under /v1beta).
 func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
 	names := []string{"mockllm"}
 	seen := map[string]bool{"mockllm": true}
@@ -419,6 +487,15 @@ func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
 			seen[m] = true
 			names = append(names, m)
 		}
+	}
+	if strings.HasPrefix(r.URL.Path, "/v1beta/") {
+		var models []obj
+		for _, n := range names {
+			models = append(models, obj{{"name", "models/" + n}, {"displayName", n},
+				{"supportedGenerationMethods", []string{"generateContent", "streamGenerateContent", "countTokens"}}})
+		}
+		writeJSON(w, http.StatusOK, mustJSON(obj{{"models", models}}))
+		return
 	}
 	var data []obj
 	anthropic := r.Header.Get("Anthropic-Version") != ""

@@ -105,10 +105,36 @@ type responsesRequest struct {
 	Stream       bool            `json:"stream"`
 	Instructions json.RawMessage `json:"instructions"`
 	Input        json.RawMessage `json:"input"`
-	Tools        []struct {
-		Type string `json:"type"`
+	Tools        []responsesTool `json:"tools"`
+}
+
+// responsesTool is a function, custom or hosted tool, or a namespace
+// grouping tools (Codex offers each MCP server as namespace mcp__<server>).
+type responsesTool struct {
+	Type  string `json:"type"`
+	Name  string `json:"name"`
+	Tools []struct {
 		Name string `json:"name"`
 	} `json:"tools"`
+}
+
+// addResponsesTools lists offered tools: a namespace as its own name, then
+// its members as "namespace.tool".
+func (c *Conversation) addResponsesTools(tools []responsesTool) {
+	for _, t := range tools {
+		if t.Name == "" {
+			continue
+		}
+		c.Tools = append(c.Tools, t.Name)
+		if t.Type != "namespace" {
+			continue
+		}
+		for _, m := range t.Tools {
+			if m.Name != "" {
+				c.Tools = append(c.Tools, t.Name+namespaceSep+m.Name)
+			}
+		}
+	}
 }
 
 type responsesItem struct {
@@ -117,10 +143,14 @@ type responsesItem struct {
 	Content   json.RawMessage `json:"content"`
 	CallID    string          `json:"call_id"`
 	Name      string          `json:"name"`
+	Namespace string          `json:"namespace"`
 	Arguments json.RawMessage `json:"arguments"`
 	Input     string          `json:"input"`
 	Output    json.RawMessage `json:"output"`
 	Summary   json.RawMessage `json:"summary"`
+	// Tools of an additional_tools item: tools offered from this point of
+	// the conversation on (Codex sends its code-mode tools so).
+	Tools []responsesTool `json:"tools"`
 }
 
 func normalizeResponses(body []byte) (Conversation, error) {
@@ -143,11 +173,7 @@ func normalizeResponses(body []byte) (Conversation, error) {
 			}
 		}
 	}
-	for _, t := range req.Tools {
-		if t.Name != "" {
-			c.Tools = append(c.Tools, t.Name)
-		}
-	}
+	c.addResponsesTools(req.Tools)
 	return c, nil
 }
 
@@ -167,9 +193,9 @@ func (c *Conversation) addResponsesItem(it responsesItem) {
 			c.addAssistantText(textOf(it.Content))
 		}
 	case "function_call":
-		c.addToolCall(ToolCall{ID: it.CallID, Name: it.Name, Arguments: rawArguments(it.Arguments)})
+		c.addToolCall(ToolCall{ID: it.CallID, Name: it.Name, Namespace: it.Namespace, Arguments: rawArguments(it.Arguments)})
 	case "custom_tool_call":
-		c.addToolCall(ToolCall{ID: it.CallID, Name: it.Name, Arguments: jsonString(it.Input)})
+		c.addToolCall(ToolCall{ID: it.CallID, Name: it.Name, Namespace: it.Namespace, Arguments: jsonString(it.Input)})
 	case "function_call_output", "custom_tool_call_output":
 		c.addToolResult(ToolResult{CallID: it.CallID, Text: textOf(it.Output)})
 	case "reasoning":
@@ -178,6 +204,8 @@ func (c *Conversation) addResponsesItem(it responsesItem) {
 			text = textOf(it.Content)
 		}
 		c.addReasoning(text)
+	case "additional_tools":
+		c.addResponsesTools(it.Tools)
 	}
 }
 
@@ -216,6 +244,8 @@ func normalizeMessages(body []byte) (Conversation, error) {
 	for _, m := range req.Messages {
 		blocks := messagesBlocks(m.Content)
 		switch m.Role {
+		case "system": // Claude Code sends mid-conversation system messages (a beta)
+			c.addSystem(textOf(m.Content))
 		case "user":
 			c.addAnthropicUser(blocks)
 		case "assistant":

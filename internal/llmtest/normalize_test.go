@@ -161,6 +161,30 @@ func TestNormalizeShapes(t *testing.T) {
 				Tools: []string{"f"}},
 		},
 		{
+			name: "responses namespace tools, additional_tools item, namespaced call",
+			api:  APIResponses,
+			body: `{"model":"m","input":[
+				{"type":"additional_tools","role":"developer","tools":[{"type":"namespace","name":"functions","tools":[{"type":"custom","name":"exec"}]}]},
+				{"type":"message","role":"user","content":[{"type":"input_text","text":"go"}]},
+				{"type":"function_call","call_id":"c1","namespace":"mcp__s","name":"t","arguments":"{}"}],
+				"tools":[{"type":"function","name":"f"},{"type":"namespace","name":"mcp__s","description":"d","tools":[{"type":"function","name":"t"},{"type":"function","name":"u"}]},{"type":"web_search"}]}`,
+			want: Conversation{API: APIResponses, Model: "m",
+				Messages: []Message{
+					{Role: RoleUser, Text: "go"},
+					{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "t", Namespace: "mcp__s", Arguments: json.RawMessage(`{}`)}}},
+				},
+				Tools: []string{"functions", "functions.exec", "f", "mcp__s", "mcp__s.t", "mcp__s.u"}},
+		},
+		{
+			name: "messages system message among the messages (Claude Code)",
+			api:  APIMessages,
+			body: `{"model":"m","system":[{"type":"text","text":"A"}],"messages":[
+				{"role":"user","content":[{"type":"text","text":"hi"}]},
+				{"role":"system","content":[{"type":"text","text":"# Environment"}]}]}`,
+			want: Conversation{API: APIMessages, Model: "m", System: "A\n# Environment",
+				Messages: []Message{{Role: RoleUser, Text: "hi"}}},
+		},
+		{
 			name: "messages string content, system blocks, thinking, error result alone",
 			api:  APIMessages,
 			body: `{"model":"m","stream":true,"system":[{"type":"text","text":"A"},{"type":"text","text":"B"}],"messages":[
@@ -189,8 +213,12 @@ func TestNormalizeShapes(t *testing.T) {
 }
 
 func TestNormalizeRejectsNonObjects(t *testing.T) {
-	for _, api := range apis {
-		for _, body := range []string{``, `[]`, `"x"`, `{`, `{"model":5}`} {
+	for _, api := range allAPIs {
+		bodies := []string{``, `[]`, `"x"`, `{`, `{"model":5}`}
+		if api == APIGemini { // the model is in the path
+			bodies[4] = `{"contents":{}}`
+		}
+		for _, body := range bodies {
 			if _, err := normalize(api, []byte(body)); err == nil {
 				t.Errorf("%s %q: no error", api, body)
 			}
@@ -209,14 +237,16 @@ func FuzzNormalize(f *testing.F) {
 		`{"input":[{"role":"user","content":[{"type":"input_text","text":"x"}]},{"type":"function_call","arguments":{"a":1}},{"type":"function_call_output","output":7}]}`,
 		`{"system":"s","messages":[{"role":"user","content":[{"type":"tool_result","content":"r"},{"type":"text","text":"t"}]}]}`,
 		`{"messages":[{"role":"assistant","content":[{"type":"tool_use","input":[1,2]}]}],"tools":[{"name":"f"}]}`,
+		`{"contents":[{"role":"user","parts":[{"text":"hi"}]},{"role":"model","parts":[{"functionCall":{"name":"f","args":[1]}}]},{"parts":[{"functionResponse":{"name":"f","response":7}}]}],"tools":[{"functionDeclarations":[{"name":"f"}]}]}`,
+		`{"tools":[{"type":"namespace","name":"mcp__s","tools":[{"name":"f"}]}],"input":[{"type":"additional_tools","tools":[{"name":"g"}]}]}`,
 	}
 	for i, s := range seeds {
 		f.Add(uint8(i), []byte(s))
 	}
 	reply := Reply{Text: "{{last_user}}|{{last_tool_result}}", Reasoning: "r",
-		ToolCalls: []ToolCall{{Name: "f", Arguments: json.RawMessage(`{"x":1}`)}}}
+		ToolCalls: []ToolCall{{Name: "f", Arguments: json.RawMessage(`{"x":1}`)}, {Name: "s/f"}}}
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
-		api := apis[int(which)%len(apis)]
+		api := allAPIs[int(which)%len(allAPIs)]
 		c, err := normalize(api, body)
 		if err != nil {
 			return
@@ -233,6 +263,9 @@ func FuzzNormalize(f *testing.F) {
 		}
 		if !json.Valid(o.body(api)) {
 			t.Fatalf("invalid body %s", o.body(api))
+		}
+		if api == APIGemini && !json.Valid(o.geminiArray()) {
+			t.Fatalf("invalid chunk array %s", o.geminiArray())
 		}
 	})
 }

@@ -55,6 +55,9 @@ func resolve(r Reply, c *Conversation, body []byte, callPrefix string) outcome {
 	o.text = fill.Replace(r.Text)
 	o.reasoning = fill.Replace(r.Reasoning)
 	for i, tc := range r.ToolCalls {
+		if ns, name, ok := c.ResolveTool(tc.Name); ok && name != tc.Name {
+			tc.Namespace, tc.Name = ns, name
+		}
 		if tc.ID == "" {
 			tc.ID = fmt.Sprintf("%s%s%02d", callPrefix, o.base, i)
 		}

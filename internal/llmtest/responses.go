@@ -75,7 +75,7 @@ func outputText(text string) obj {
 
 func (o outcome) functionCallItem(i int, status, args string) obj {
 	tc := o.calls[i]
-	return obj{
+	item := obj{
 		{"id", fmt.Sprintf("%s%02d", o.id("fc_"), i)},
 		{"type", "function_call"},
 		{"status", status},
@@ -83,6 +83,10 @@ func (o outcome) functionCallItem(i int, status, args string) obj {
 		{"call_id", tc.ID},
 		{"name", tc.Name},
 	}
+	if tc.Namespace != "" {
+		item = append(item, kv{"namespace", tc.Namespace})
+	}
+	return item
 }
 
 // responsesStream is the event sequence of a streamed response.

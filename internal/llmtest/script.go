@@ -16,11 +16,15 @@ const (
 	APIChat      = "chat"      // OpenAI Chat Completions, POST /v1/chat/completions
 	APIResponses = "responses" // OpenAI Responses, POST /v1/responses
 	APIMessages  = "messages"  // Anthropic Messages, POST /v1/messages
+	// APIGemini is the Gemini API, POST /v1beta/models/{model}:generateContent
+	// and :streamGenerateContent.
+	APIGemini = "gemini"
 )
 
 // Roles of a normalised [Message]. A tool result is RoleTool whatever the API
 // calls it (a chat "tool" message, a Responses function_call_output item, an
-// Anthropic tool_result block inside a user message).
+// Anthropic tool_result block inside a user message, a Gemini functionResponse
+// part).
 const (
 	RoleUser      = "user"
 	RoleAssistant = "assistant"
@@ -58,7 +62,7 @@ type Rule struct {
 // zero Match matches every request. String comparisons with "Contains" are
 // case-insensitive substring tests.
 type Match struct {
-	// API is "chat", "responses" or "messages".
+	// API is "chat", "responses", "messages" or "gemini".
 	API string `json:"api,omitempty"`
 	// Model is compared exactly with the request's model.
 	Model string `json:"model,omitempty"`
@@ -69,9 +73,11 @@ type Match struct {
 	// LastToolResultContains tests the content of the latest tool result.
 	LastToolResultContains string `json:"lastToolResultContains,omitempty"`
 	// SystemContains tests the system text (system/developer messages,
-	// Responses instructions, Anthropic system).
+	// Responses instructions, Anthropic system, Gemini systemInstruction).
 	SystemContains string `json:"systemContains,omitempty"`
-	// HasTool requires a tool of this exact name to be offered.
+	// HasTool requires a tool of this exact name to be offered, or, for an
+	// MCP tool reference "server/tool", any spelling of it (see
+	// [Conversation.ResolveTool]).
 	HasTool string `json:"hasTool,omitempty"`
 	// ToolResultsBelow holds when the conversation has fewer than N tool results.
 	ToolResultsBelow *int `json:"toolResultsBelow,omitempty"`
@@ -86,7 +92,8 @@ type Reply struct {
 	// replaced by the latest user text and the latest tool result content.
 	Text string `json:"text,omitempty"`
 	// Reasoning is sent as chat delta.reasoning_content, a Responses reasoning
-	// item with a summary, or an Anthropic thinking block. Placeholders as in Text.
+	// item with a summary, an Anthropic thinking block or Gemini thought
+	// parts. Placeholders as in Text.
 	Reasoning string     `json:"reasoning,omitempty"`
 	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
 	// Usage defaults to {Input: 10, Output: 5}.
@@ -102,9 +109,21 @@ type Reply struct {
 // ToolCall is a tool call, both in a [Reply] and in a normalised [Message].
 type ToolCall struct {
 	// ID is generated when empty: derived from the request body, unique within
-	// the response and stable when the same request is sent again.
-	ID   string `json:"id,omitempty"`
+	// the response and stable when the same request is sent again. Gemini
+	// sends it as the functionCall's optional id.
+	ID string `json:"id,omitempty"`
+	// Name is the tool's name as the client offers it. In a reply it may
+	// instead be an MCP tool reference "server/tool", sent under whichever
+	// spelling of that tool the request offers (see [Conversation.ResolveTool]),
+	// so one script drives every agent whatever it calls the tool; a
+	// reference the request offers under no spelling is sent as written.
 	Name string `json:"name"`
+	// Namespace is the Responses API namespace the tool sits in (Codex
+	// offers an MCP server's tools in namespace mcp__<server>): in a reply
+	// it is sent, on the Responses API only, as the function_call's
+	// namespace; in a normalised message it is the namespace the client
+	// sent back. Resolving a reference sets it.
+	Namespace string `json:"namespace,omitempty"`
 	// Arguments is sent as written (compacted when valid JSON), so a script can
 	// send invalid arguments on purpose; empty means {}. In a normalised message
 	// it is the call's arguments, or a JSON string holding them when the client
@@ -123,7 +142,9 @@ type Usage struct {
 // AfterChunks counts the events of the response as the API would send them
 // (for chat, one "data:" line per chunk including "data: [DONE]"; for the
 // Responses and Messages APIs, one "event:"/"data:" pair, the first being
-// response.created / message_start). A non-streaming reply is one chunk: with
+// response.created / message_start; for Gemini with alt=sse, one "data:"
+// line per GenerateContentResponse). A non-streaming reply, and a Gemini
+// streamGenerateContent without alt=sse (one JSON array), is one chunk: with
 // AfterChunks > 0 the status line, headers and the first half of the JSON body
 // go out before a cut or a hang; a malformed non-streaming reply is a truncated
 // body.
@@ -164,7 +185,7 @@ type Fault struct {
 
 // Validate reports the first problem in the script: an unknown API, role or
 // fault kind, a status fault without an error status, a tool call without a
-// name, a negative count.
+// name, a malformed tool reference ("server/" or "/tool"), a negative count.
 func (s Script) Validate() error {
 	for i, r := range s.Rules {
 		name := r.label(i)
@@ -177,9 +198,12 @@ func (s Script) Validate() error {
 
 func (r Rule) validate() error {
 	switch r.When.API {
-	case "", APIChat, APIResponses, APIMessages:
+	case "", APIChat, APIResponses, APIMessages, APIGemini:
 	default:
-		return fmt.Errorf("when.api %q: want chat, responses or messages", r.When.API)
+		return fmt.Errorf("when.api %q: want chat, responses, messages or gemini", r.When.API)
+	}
+	if err := checkToolRef(r.When.HasTool); err != nil {
+		return fmt.Errorf("when.hasTool: %w", err)
 	}
 	switch r.When.LastRole {
 	case "", RoleUser, RoleAssistant, RoleTool:
@@ -189,6 +213,9 @@ func (r Rule) validate() error {
 	for _, tc := range r.Reply.ToolCalls {
 		if tc.Name == "" {
 			return errors.New("reply.toolCalls: a tool call needs a name")
+		}
+		if err := checkToolRef(tc.Name); err != nil {
+			return fmt.Errorf("reply.toolCalls: %w", err)
 		}
 	}
 	if r.Reply.ChunkSize < 0 || r.Reply.TokenDelayMs < 0 {

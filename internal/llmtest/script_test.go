@@ -30,6 +30,7 @@ func TestParseScript(t *testing.T) {
 			"usage":{"input":1,"output":2},"chunkSize":3,"tokenDelayMs":4},
 			"fault":{"kind":"status","status":429,"retryAfter":"1","times":2}}]}`, ""},
 		{"typo is loud", `{"rules":[{"when":{"lastUserContain":"x"},"reply":{}}]}`, `unknown field "lastUserContain"`},
+		{"gemini api", `{"rules":[{"when":{"api":"gemini","hasTool":"runnel/echo"},"reply":{"toolCalls":[{"name":"runnel/echo","namespace":"ns"}]}}]}`, ""},
 		{"unknown api", `{"rules":[{"when":{"api":"completions"}}]}`, `rule 0: when.api "completions"`},
 		{"unknown role", `{"rules":[{"name":"r","when":{"lastRole":"system"}}]}`, `r: when.lastRole "system"`},
 		{"unknown fault", `{"rules":[{"fault":{"kind":"slow"}}]}`, `fault.kind "slow"`},

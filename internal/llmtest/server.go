@@ -14,7 +14,7 @@ import (
 // (which it does not use, so that the runnel binary does not link httptest).
 type Server struct {
 	// URL is the base URL, "http://127.0.0.1:port" with no trailing slash.
-	// OpenAI clients use URL+"/v1"; Anthropic clients use URL.
+	// OpenAI clients use URL+"/v1"; Anthropic and Gemini clients use URL.
 	URL string
 
 	handler *Handler
@@ -89,7 +89,7 @@ func Serve(ctx context.Context, addr string, s Script, logger *slog.Logger) erro
 	}
 	url := "http://" + ln.Addr().String()
 	logger.Info("mockllm listening", "url", url, "openai_base_url", url+"/v1",
-		"anthropic_base_url", url, "rules", len(s.Rules))
+		"anthropic_base_url", url, "gemini_base_url", url, "rules", len(s.Rules))
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -194,14 +194,14 @@ func TestACPApprovalAcrossReplicas(t *testing.T) {
 	if calls := cb.received(); len(calls) != 1 || !strings.Contains(calls[0].Body, `"q3.docx"`) || calls[0].Authorization != callbackAuth {
 		t.Fatalf("callback calls %+v, want exactly one", calls)
 	}
-	var responses int
+	var responses []runnel.InteractionAnswer
 	for _, e := range rec2.events {
-		if e.Type == runnel.EventInteractionResponse && e.Answer.Approved {
-			responses++
+		if e.Type == runnel.EventInteractionResponse {
+			responses = append(responses, *e.Answer)
 		}
 	}
-	if responses != 1 {
-		t.Errorf("%d interaction_response events, want the one approval", responses)
+	if len(responses) != 1 || !responses[0].Approved || responses[0].ID != it.ID || responses[0].ToolCallID != "toolu_A" {
+		t.Errorf("interaction_response events %+v, want the one approval, for the interaction the person saw", responses)
 	}
 	prompts := bed.prompts(t)
 	if len(prompts) != 2 || !strings.Contains(prompts[1], "Conversation so far:") ||

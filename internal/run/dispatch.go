@@ -95,6 +95,11 @@ func answered(v harness.Verdict, decision *permission.Decision, callID string) h
 	if decision == nil {
 		return v
 	}
+	// The answer names the call the person was shown: an agent that made
+	// the call again after a cold resume gave it a new id.
+	if decision.ToolCallID != "" {
+		callID = decision.ToolCallID
+	}
 	a := runnel.InteractionAnswer{ID: decision.InteractionID, Kind: runnel.InteractionApproval, ToolCallID: callID,
 		Approved: decision.Approved, Reason: decision.Reason}
 	if a.ID == "" {
@@ -191,7 +196,12 @@ func (g *gate) Permit(_ context.Context, c harness.AgentCall) harness.Verdict {
 			return harness.Answer(harness.DeniedResult(fmt.Sprintf("Tool call execution denied. Tool '%s' is not available in this run.", c.Name)))
 		}
 		ref := g.callRef(t, c.Call)
-		switch verdict, _ := g.peek(t, c.Name, c.Input, ref); {
+		verdict, _ := g.peek(t, c.Name, c.Input, ref)
+		switch {
+		case c.ArgsUnknown && verdict != permission.VerdictDeny:
+			// runnel's server reads the arguments when the agent calls
+			// it, and Dispatch decides there.
+			return harness.Allow()
 		case verdict == permission.VerdictDeny:
 			// Final: the agent will not call it, so nothing else would
 			// take the decision that denied it.
@@ -212,19 +222,26 @@ func (g *gate) Permit(_ context.Context, c harness.AgentCall) harness.Verdict {
 }
 
 // agentVerdict is the final verdict on a call the agent runs itself.
+// One whose arguments the agent did not show is never put to a person
+// (they would approve what they cannot see) and never matched to a
+// stored decision: under ask it is refused, saying why.
 func (g *gate) agentVerdict(t *gatedTool, c harness.AgentCall) harness.Verdict {
 	ref := g.callRef(t, c.Call)
-	verdict, decision := g.decide(t, c.Name, c.Input, g.store, ref)
+	store := g.store
+	if c.ArgsUnknown {
+		ref.Key, ref.Args, store = "", "", nil
+	}
+	verdict, decision := g.decide(t, c.Name, c.Input, store, ref)
 	var v harness.Verdict
-	switch verdict {
-	case permission.VerdictAllow:
+	switch {
+	case verdict == permission.VerdictAllow:
 		v = harness.Allow()
-	case permission.VerdictDeny:
-		if decision != nil {
-			v = harness.Answer(harness.DeniedResult(declinedText(c.Name, decision.Reason)))
-		} else {
-			v = harness.Answer(harness.DeniedResult(policyDeniedText(c.Name)))
-		}
+	case verdict == permission.VerdictDeny && decision != nil:
+		v = harness.Answer(harness.DeniedResult(declinedText(c.Name, decision.Reason)))
+	case verdict == permission.VerdictDeny:
+		v = harness.Answer(harness.DeniedResult(policyDeniedText(c.Name)))
+	case c.ArgsUnknown:
+		return harness.Answer(harness.DeniedResult(fmt.Sprintf("Tool call execution denied. This '%s' call needs a person's approval, and the agent did not say what its arguments are, so no one can be asked to approve it. Make the call again with its arguments stated.", c.Name)))
 	default:
 		return g.pause(runnel.InteractionApproval, c.Call, nil)
 	}

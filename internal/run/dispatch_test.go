@@ -141,3 +141,96 @@ func TestGateSignsInteractions(t *testing.T) {
 		t.Errorf("interaction %+v is not signed over its id, call id, name and canonical input", it)
 	}
 }
+
+// describeVerdict reads a verdict as text: "allow", "run", "pause", or the
+// answer's text.
+func describeVerdict(v harness.Verdict) string {
+	switch {
+	case v.Allowed():
+		return "allow"
+	case v.Run() != nil:
+		return "run"
+	case v.Interaction() != nil:
+		return "pause"
+	}
+	return string(v.Result().Output)
+}
+
+// An ACP agent's permission requests are decided by the same plan and
+// store as runnel's own calls: the agent's builtins by their rule names
+// and the argument their rule reads, a tool of the run only looked at (the
+// Dispatch that runs it takes the approval), a call whose arguments the
+// agent did not show never put to a person.
+func TestGatePermit(t *testing.T) {
+	yes := true
+	ran := func(context.Context, harness.Call) harness.ToolResult { return harness.TextResult("ran", false) }
+	history := []runnel.Message{
+		runnel.UserText("go"),
+		{Role: runnel.RoleAssistant, Content: []runnel.Block{
+			{Type: runnel.BlockToolCall, ToolCallID: "c1", ToolName: "Bash", Input: json.RawMessage(`{"command":"make clean"}`)},
+			{Type: runnel.BlockToolCall, ToolCallID: "c2", ToolName: "change", Input: json.RawMessage(`{"item":"a"}`)},
+		}},
+		{Role: runnel.RoleTool, Content: []runnel.Block{
+			{Type: runnel.BlockToolResult, ToolCallID: "c1", Kind: runnel.ResultKindApproval, Output: json.RawMessage(`{"approved":true}`)},
+			{Type: runnel.BlockToolResult, ToolCallID: "c2", Kind: runnel.ResultKindApproval, Output: json.RawMessage(`{"approved":true}`)},
+		}},
+	}
+	g := &gate{
+		tools: map[string]*gatedTool{
+			"change":             {executor: permission.ExecutorRelay, run: ran},
+			"connect":            {executor: permission.ExecutorClient},
+			"mcp__files__delete": {executor: permission.ExecutorRelay, serverPermission: "deny", run: ran},
+		},
+		plan:  permission.ParsePlan(json.RawMessage(`{"default":"allow_reads","rules":[{"pattern":"Bash(npm run:*)","permission":"allow"},{"pattern":"Write","permission":"deny"}]}`)),
+		store: permission.Extract(history, permission.ExtractOptions{}),
+		now:   time.Now, ttl: time.Hour,
+	}
+	agent := func(name, input string) harness.AgentCall {
+		c := harness.AgentCall{Call: harness.Call{ID: "agent_" + name, Name: name, Input: json.RawMessage(input), Reissued: true}, Owner: harness.OwnerAgent}
+		if name == "Read" {
+			c.ReadOnly = &yes
+		}
+		return c
+	}
+	runnelCall := func(name, input string) harness.AgentCall {
+		return harness.AgentCall{Call: harness.Call{ID: "agent_" + name, Name: name, Input: json.RawMessage(input), Reissued: true}, Owner: harness.OwnerRunnel}
+	}
+	unknown := agent("Bash", `{}`)
+	unknown.ArgsUnknown = true
+	unknownRunnel := runnelCall("change", `{}`)
+	unknownRunnel.ArgsUnknown = true
+	steps := []struct {
+		name string
+		call harness.AgentCall
+		want string
+	}{
+		{"a rule allows it", agent("Bash", `{"command":"npm run test"}`), "allow"},
+		{"allow_reads asks about a write", agent("Bash", `{"command":"rm -rf build"}`), "pause"},
+		{"a rule denies it", agent("Write", `{"path":"a","content":"x"}`), `"Tool call execution denied. The permission policy of this run does not allow the tool 'Write', whatever its arguments; this does not change while the conversation continues. Do not call it again; tell the user it is unavailable and ask what they would like to do instead."`},
+		{"a read runs unasked", agent("Read", `{"path":"a"}`), "allow"},
+		{"unseen arguments are never put to a person", unknown, `"Tool call execution denied. This 'Bash' call needs a person's approval, and the agent did not say what its arguments are, so no one can be asked to approve it. Make the call again with its arguments stated."`},
+		{"the approved call, made again under a new id", agent("Bash", `{"command":"make clean"}`), "allow"},
+		{"its approval was spent", agent("Bash", `{"command":"make clean"}`), "pause"},
+		{"a tool of the run with an approval: looked at", runnelCall("change", `{"item":"a"}`), "allow"},
+		{"looked at again: still there", runnelCall("change", `{"item":"a"}`), "allow"},
+		{"a tool of the run, arguments unseen: runnel's server decides", unknownRunnel, "allow"},
+		{"a client tool is the browser's at the call", runnelCall("connect", `{}`), "allow"},
+		{"a server tool outside the run's", harness.AgentCall{Call: harness.Call{ID: "s1", Name: "mcp__files__list", Input: json.RawMessage(`{}`)}, Owner: harness.OwnerServer, Server: "files"},
+			`"Tool call execution denied. Tool 'mcp__files__list' is not among the tools this run allows from MCP server \"files\"."`},
+		{"a server's policy", harness.AgentCall{Call: harness.Call{ID: "s2", Name: "mcp__files__delete", Input: json.RawMessage(`{}`)}, Owner: harness.OwnerServer, Server: "files"},
+			`"Tool call execution denied. The permission policy of this run does not allow the tool 'mcp__files__delete', whatever its arguments; this does not change while the conversation continues. Do not call it again; tell the user it is unavailable and ask what they would like to do instead."`},
+	}
+	for _, s := range steps {
+		if got := describeVerdict(g.Permit(context.Background(), s.call)); got != s.want {
+			t.Errorf("%s: %s, want %s", s.name, got, s.want)
+		}
+	}
+	// The run's tool: Dispatch takes the approval Permit only looked at.
+	c := harness.Call{ID: "agent_change", Name: "change", Input: json.RawMessage(`{"item":"a"}`), Reissued: true}
+	if got := describeVerdict(g.Dispatch(context.Background(), c)); got != "run" {
+		t.Fatalf("Dispatch after Permit: %s, want run", got)
+	}
+	if got := describeVerdict(g.Permit(context.Background(), runnelCall("change", `{"item":"a"}`))); got != "pause" {
+		t.Errorf("Permit after Dispatch took the approval: %s, want pause", got)
+	}
+}

@@ -131,8 +131,17 @@ type call struct {
 // known reports whether the call's arguments are known: a frame's {} is
 // often a placeholder the agent fills later.
 func (c *call) known() bool {
-	t := strings.TrimSpace(string(c.input))
+	t := strings.TrimSpace(string(c.args()))
 	return t != "" && t != "{}" && t != "null"
+}
+
+// args are the call's arguments as its tool reads them (Codex wraps an
+// MCP call's in {server, tool, arguments}).
+func (c *call) args() json.RawMessage {
+	if len(c.ref.Input) > 0 {
+		return c.ref.Input
+	}
+	return c.input
 }
 
 // tracker ties the agent's frames and runnel's tools/call requests into
@@ -146,14 +155,24 @@ type tracker struct {
 	namer   *namer
 	byAgent map[string]*call
 	all     []*call
+	// changed is closed, and replaced, on every frame: a permission
+	// request waiting for the frame that names its call wakes up.
+	changed chan struct{}
 }
 
 func newTracker(n *namer) *tracker {
-	return &tracker{namer: n, byAgent: map[string]*call{}}
+	return &tracker{namer: n, byAgent: map[string]*call{}, changed: make(chan struct{})}
+}
+
+// signal wakes whoever waits for a frame.
+func (t *tracker) signal() {
+	close(t.changed)
+	t.changed = make(chan struct{})
 }
 
 // upsert applies a frame and returns its call.
 func (t *tracker) upsert(f *frame) *call {
+	defer t.signal()
 	agentID := f.id()
 	c := t.byAgent[agentID]
 	if c == nil || agentID == "" {
@@ -180,6 +199,9 @@ func (t *tracker) upsert(f *frame) *call {
 	}
 	if in := bytes.TrimSpace(f.RawInput); !c.viaServer && len(in) > 0 && string(in) != "null" && (string(in) != "{}" || !c.known()) {
 		c.input = append(json.RawMessage(nil), in...)
+	}
+	if in := contentArgs(f); !c.viaServer && len(f.RawInput) == 0 && in != nil && !c.known() && (f.Status == nil || *f.Status == statusPending) {
+		c.input = in
 	}
 	if len(f.Content) > 0 && string(f.Content) != "null" {
 		c.content = append(json.RawMessage(nil), f.Content...)
@@ -212,7 +234,7 @@ func (t *tracker) adoptServerCall(c *call) *call {
 		return nil
 	}
 	for _, s := range t.all {
-		if s == c || !s.viaServer || s.agentID != "" || s.ref.Name != c.ref.Name || !sameArgs(s.input, c.input) {
+		if s == c || !s.viaServer || s.agentID != "" || s.ref.Name != c.ref.Name || !sameArgs(s.input, c.args()) {
 			continue
 		}
 		// The frame's call merges into the server's: events and messages
@@ -237,16 +259,30 @@ func (t *tracker) remove(c *call) {
 }
 
 // fromServer returns the call of a tools/call for runnel's tool name with
-// arguments input (checked): the agent's frame for it when exactly one
-// untied frame agrees, else a call of its own.
-func (t *tracker) fromServer(name string, input json.RawMessage) *call {
+// arguments input (checked): the frame the request names (agentID: Claude
+// and Codex put the ACP toolCallId in the request's _meta), else the
+// agent's frame for it when exactly one untied frame agrees, else a call
+// of its own.
+func (t *tracker) fromServer(name string, input json.RawMessage, agentID string) *call {
+	defer t.signal()
+	if agentID != "" {
+		c := t.byAgent[agentID]
+		if c == nil {
+			c = &call{id: agentID, agentID: agentID, name: name}
+			t.byAgent[agentID] = c
+			t.all = append(t.all, c)
+		}
+		if !c.viaServer && !c.done() && (c.ref.Name == name || c.ref.Name == "") {
+			return t.tie(c, name, input)
+		}
+	}
 	var agree, unknown []*call
 	for _, c := range t.all {
 		if c.viaServer || c.ref.Owner != harness.OwnerRunnel || c.ref.Name != name || c.done() {
 			continue
 		}
 		switch {
-		case c.known() && sameArgs(c.input, input):
+		case c.known() && sameArgs(c.args(), input):
 			agree = append(agree, c)
 		case !c.known():
 			unknown = append(unknown, c)
@@ -262,10 +298,36 @@ func (t *tracker) fromServer(name string, input json.RawMessage) *call {
 		c = &call{id: newCallID(), name: name}
 		t.all = append(t.all, c)
 	}
+	return t.tie(c, name, input)
+}
+
+// tie makes c the call runnel's server received, with its arguments.
+func (t *tracker) tie(c *call, name string, input json.RawMessage) *call {
 	c.viaServer = true
 	c.input = input
 	c.ref = harness.AgentCall{Call: harness.Call{Name: name, Input: input}, Owner: harness.OwnerRunnel, Title: c.title}
 	return c
+}
+
+// contentArgs reads a call's arguments from its content when that is one
+// text block holding a JSON object: Gemini sends them only that way.
+func contentArgs(f *frame) json.RawMessage {
+	var blocks []struct {
+		Type    string `json:"type"`
+		Content struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if json.Unmarshal(f.Content, &blocks) != nil || len(blocks) != 1 || blocks[0].Content.Type != "text" {
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	text := []byte(blocks[0].Content.Text)
+	if json.Unmarshal(text, &obj) != nil || obj == nil {
+		return nil
+	}
+	return text
 }
 
 // open are the calls that have neither a result nor a pause.

@@ -23,8 +23,8 @@ type namer struct {
 	// shown to rules relative to it, as runnel's own builtins show them.
 	workspace string
 	// The shapes a (server, tool) pair takes in names and titles:
-	// mcp__s__t, "t (s MCP Server)", "Tool: s/t".
-	doubleUnderscore, serverTitle, toolColon *regexp.Regexp
+	// mcp__s__t, "t (s MCP Server)", "Tool: s/t", "mcp.s.t" (Codex).
+	doubleUnderscore, serverTitle, toolColon, dotted *regexp.Regexp
 }
 
 // newNamer is a namer for a run with these tools and user MCP servers.
@@ -33,6 +33,7 @@ func newNamer(tools []Tool, servers []Server, workspace string) *namer {
 		doubleUnderscore: regexp.MustCompile(`^mcp__(.+?)__(.+)$`),
 		serverTitle:      regexp.MustCompile(`^(.+?) \((.+?) MCP Server\)$`),
 		toolColon:        regexp.MustCompile(`^(?:Tool|MCP tool|Approve):?\s+(.+?)[/.](.+)$`),
+		dotted:           regexp.MustCompile(`^mcp\.([^.]+)\.(.+)$`),
 	}
 	for _, t := range tools {
 		n.tools[t.Name] = true
@@ -100,6 +101,19 @@ func readOnlyRule(rule string) bool {
 // (toolCall.name or Claude's _meta toolName), which is trusted over the
 // title; kind and input are as the agent sent them.
 func (n *namer) identify(frameName, title, kind string, input json.RawMessage) harness.AgentCall {
+	// Codex describes an MCP call by its input: {server, tool, arguments}.
+	var mcpCall struct {
+		Server    string          `json:"server"`
+		Tool      string          `json:"tool"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if json.Unmarshal(input, &mcpCall) == nil && mcpCall.Server != "" && mcpCall.Tool != "" {
+		if c, ok := n.serverTool("mcp__" + mcpCall.Server + "__" + mcpCall.Tool); ok {
+			c.Title = title
+			c.Input = objectOrEmpty(mcpCall.Arguments)
+			return c
+		}
+	}
 	for _, candidate := range []string{frameName, title} {
 		candidate = strings.TrimSpace(candidate)
 		if candidate == "" {
@@ -151,6 +165,9 @@ func (n *namer) serverTool(s string) (harness.AgentCall, bool) {
 		pairs = append(pairs, [2]string{m[2], m[1]})
 	}
 	if m := n.toolColon.FindStringSubmatch(s); m != nil {
+		pairs = append(pairs, [2]string{m[1], m[2]})
+	}
+	if m := n.dotted.FindStringSubmatch(s); m != nil {
 		pairs = append(pairs, [2]string{m[1], m[2]})
 	}
 	// mcp_<server>_<tool> and <server>_<tool>: the server names are known,

@@ -474,8 +474,13 @@ func (s *session) permission(ctx context.Context, params json.RawMessage) (any, 
 	}
 	req.ToolCall.unwrapConfirm()
 	c := s.calls.upsert(&req.ToolCall)
+	c = s.awaitFrames(ctx, c)
+	if s.paused || s.finished {
+		s.mu.Unlock()
+		return cancelled, nil
+	}
 	ref := c.ref
-	ref.ID, ref.Reissued = c.id, true
+	ref.ID, ref.Reissued, ref.ArgsUnknown = c.id, true, !c.known() && !c.viaServer
 	s.emitCallLocked(c)
 	s.mu.Unlock()
 
@@ -514,10 +519,60 @@ func (s *session) permission(ctx context.Context, params json.RawMessage) (any, 
 	return cancelled, nil
 }
 
+// How long a permission request waits for the frames that describe its
+// call: the one that names it (Codex's request carries only an id, and
+// the agent's frames are read on another goroutine than its requests),
+// and, for a call the agent runs itself, the one with its arguments
+// (opencode asks with {} and sends them right after).
+const (
+	frameWait = time.Second
+	argsWait  = 300 * time.Millisecond
+)
+
+// awaitFrames waits, with s.mu held (it is released while waiting), until
+// call c is named and, unless runnel's server will see its arguments
+// itself, its arguments are known; or until the waits run out. It returns
+// the call as it then stands (a frame may have tied it to another).
+func (s *session) awaitFrames(ctx context.Context, c *call) *call {
+	start := time.Now()
+	for {
+		if c.agentID != "" {
+			if cur := s.calls.byAgent[c.agentID]; cur != nil {
+				c = cur
+			}
+		}
+		named := c.name != "" || c.title != "" || c.viaServer
+		wait := frameWait
+		if named {
+			if c.ref.Owner == harness.OwnerRunnel || c.known() {
+				return c
+			}
+			wait = argsWait
+		}
+		left := wait - time.Since(start)
+		if left <= 0 {
+			return c
+		}
+		changed := s.calls.changed
+		s.mu.Unlock()
+		t := time.NewTimer(left)
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		s.mu.Lock()
+		if ctx.Err() != nil {
+			return c
+		}
+	}
+}
+
 // serverCall runs a tools/call runnel's server received: the arguments
 // are checked, the call is tied to the agent's frame for it, and the gate
 // decides. It reports paused when the call must get no response.
-func (s *session) serverCall(ctx context.Context, hc *httpCall, tool Tool, args json.RawMessage) (*mcp.CallToolResult, bool) {
+func (s *session) serverCall(ctx context.Context, hc *httpCall, tool Tool, args json.RawMessage, agentID string) (*mcp.CallToolResult, bool) {
 	s.touch()
 	input, problem := harness.CheckArgs(tool.Name, args, tool.Schema)
 	s.mu.Lock()
@@ -526,14 +581,14 @@ func (s *session) serverCall(ctx context.Context, hc *httpCall, tool Tool, args 
 		return nil, true
 	}
 	if problem != "" {
-		c := s.calls.fromServer(tool.Name, objectOrEmpty(args))
+		c := s.calls.fromServer(tool.Name, objectOrEmpty(args), agentID)
 		s.emitCallLocked(c)
 		r := harness.TextResult(problem, true)
 		s.settleLocked(c, r)
 		s.mu.Unlock()
 		return mcpResult(r), false
 	}
-	c := s.calls.fromServer(tool.Name, input)
+	c := s.calls.fromServer(tool.Name, input, agentID)
 	s.emitCallLocked(c)
 	s.mu.Unlock()
 

@@ -343,3 +343,60 @@ func TestTurnPauseSettlesOpenCalls(t *testing.T) {
 		t.Errorf("results %+v, want x1 deferred", res)
 	}
 }
+
+// Codex's way: the call is announced in progress with its MCP
+// coordinates as input, and the permission request carries only its id
+// and kind. The gate still sees runnel's get_weather with its arguments.
+func TestTurnCodexLike(t *testing.T) {
+	scenario := `{"turns":[{"steps":[
+		{"toolCall":{"toolCallId":"call_c1","kind":"execute","title":"mcp.runnel.get_weather","status":"in_progress",
+		             "rawInput":{"server":"runnel","tool":"get_weather","arguments":{"city":"Paris"}},"_meta":{"is_mcp_tool_call":true}}},
+		{"permission":{"toolCall":{"toolCallId":"call_c1","kind":"execute","status":"pending"},
+		 "options":[{"optionId":"allow_once","name":"Allow","kind":"allow_once"},{"optionId":"allow_session","name":"Allow for this session","kind":"allow_always"},
+		            {"optionId":"allow_always","name":"Always allow","kind":"allow_always"},{"optionId":"cancel","name":"Cancel","kind":"reject_once"}],
+		 "onAllow":[{"mcpCall":{"server":"runnel","tool":"get_weather","arguments":{"city":"Paris"}}},
+		            {"toolCallUpdate":{"toolCallId":"call_c1","status":"completed"}},{"text":"{{last_tool_result}}"}]}}]}]}`
+	r := runFake(t, scenario, turnOpts{tools: []Tool{weatherTool}})
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if len(r.gate.permit) != 1 || r.gate.permit[0].Owner != harness.OwnerRunnel || r.gate.permit[0].Name != "get_weather" ||
+		string(r.gate.permit[0].Input) != `{"city":"Paris"}` {
+		t.Fatalf("Permit %+v", r.gate.permit)
+	}
+	if got := r.notes(t, "permission outcome"); len(got) != 1 || !strings.Contains(toJSON(got[0]), `"allow_once"`) {
+		t.Errorf("permission outcome %v", got)
+	}
+	if calls := r.events.ofType(runnel.EventToolCall); len(calls) != 1 || calls[0].ID != "call_c1" || calls[0].Name != "get_weather" {
+		t.Errorf("tool calls %+v", calls)
+	}
+}
+
+// opencode asks with rawInput {} and sends the arguments in an update of
+// its own. The gate decides on the arguments the frames gave, and a call
+// of the agent's own whose arguments never come is marked unknown (the
+// gate refuses to put such a call to a person) after a bounded wait.
+func TestTurnArgumentsFromFrames(t *testing.T) {
+	scenario := `{"turns":[
+	 {"whenPromptContains":"known","steps":[
+		{"toolCall":{"toolCallId":"o1","title":"bash","kind":"execute","status":"pending","rawInput":{}}},
+		{"toolCallUpdate":{"toolCallId":"o1","status":"in_progress","rawInput":{"command":"npm run test"}}},
+		{"permission":{"toolCall":{"toolCallId":"o1","title":"bash","kind":"execute","status":"pending","rawInput":{}}}}]},
+	 {"whenPromptContains":"never","steps":[
+		{"toolCall":{"toolCallId":"o2","title":"bash","kind":"execute","status":"pending","rawInput":{}}},
+		{"permission":{"toolCall":{"toolCallId":"o2","title":"bash","kind":"execute","status":"pending","rawInput":{}}}}]}]}`
+	r := runFake(t, scenario, turnOpts{prompt: "known"})
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if len(r.gate.permit) != 1 || string(r.gate.permit[0].Input) != `{"command":"npm run test"}` || r.gate.permit[0].ArgsUnknown {
+		t.Fatalf("Permit %+v, want the arguments of the update", r.gate.permit)
+	}
+	r = runFake(t, scenario, turnOpts{prompt: "never"})
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if len(r.gate.permit) != 1 || !r.gate.permit[0].ArgsUnknown {
+		t.Fatalf("Permit %+v, want the arguments marked unknown", r.gate.permit)
+	}
+}

@@ -37,7 +37,7 @@ const (
 // callHandler is what runnel's MCP server asks the session for each
 // tools/call: the result, or paused (the request must get no response).
 type callHandler interface {
-	serverCall(ctx context.Context, req *httpCall, tool Tool, args json.RawMessage) (*mcp.CallToolResult, bool)
+	serverCall(ctx context.Context, req *httpCall, tool Tool, args json.RawMessage, agentID string) (*mcp.CallToolResult, bool)
 }
 
 // toolServer is runnel's MCP server for one turn (DESIGN §7): the run's
@@ -285,15 +285,28 @@ func (s *toolServer) call(ctx context.Context, req *mcp.CallToolRequest, t Tool)
 		hc = &httpCall{calls: 1, ready: make(chan struct{})}
 	}
 	var args json.RawMessage
+	var agentID string
 	if req.Params != nil {
 		args = req.Params.Arguments
+		agentID = callIDOf(req.Params.Meta)
 	}
-	res, paused := s.handler.serverCall(ctx, hc, t, args)
+	res, paused := s.handler.serverCall(ctx, hc, t, args, agentID)
 	if paused {
 		hc.pause()
 		return nil, errors.New("paused")
 	}
 	return res, nil
+}
+
+// callIDOf is the agent's ACP toolCallId that a tools/call names in its
+// _meta: Claude's "claudecode/toolUseId", Codex's "callId".
+func callIDOf(meta mcp.Meta) string {
+	for _, k := range []string{"claudecode/toolUseId", "callId"} {
+		if id, ok := meta[k].(string); ok && id != "" && len(id) <= 256 {
+			return id
+		}
+	}
+	return ""
 }
 
 // dropWriter passes a response through until its request pauses; from

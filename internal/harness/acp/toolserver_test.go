@@ -25,7 +25,7 @@ type fixedCalls struct {
 	ran atomic.Int32
 }
 
-func (f *fixedCalls) serverCall(ctx context.Context, hc *httpCall, tool Tool, args json.RawMessage) (*mcp.CallToolResult, bool) {
+func (f *fixedCalls) serverCall(ctx context.Context, hc *httpCall, tool Tool, args json.RawMessage, _ string) (*mcp.CallToolResult, bool) {
 	pauses := tool.Name == "park"
 	if hc.verdict(ctx, pauses) {
 		return nil, true

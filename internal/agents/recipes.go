@@ -24,6 +24,13 @@ import (
 //go:embed pi/runnel-tools.js
 var piExtension []byte
 
+// codexModel is the model-catalog entry Codex is given for a model it
+// does not know (slug and names replaced): without one, every turn opens
+// with a "model metadata not found" warning in the agent's own text.
+//
+//go:embed codex-model.json
+var codexModel []byte
+
 // The model APIs an agent may speak.
 const (
 	apiAnthropic       = "anthropic"
@@ -301,6 +308,16 @@ func setupCodex(l *launchSetup) error {
 	l.env["INITIAL_AGENT_MODE"] = l.mode
 	l.env["RUNNEL_MODEL_KEY"] = m.APIKey
 	var b strings.Builder
+	if !codexKnows(m.ID) {
+		catalog, err := codexCatalog(m.ID)
+		if err != nil {
+			return err
+		}
+		if err := l.write(".codex/runnel-models.json", catalog); err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "model_catalog_json = %s\n", tomlString(filepath.Join(l.home, ".codex", "runnel-models.json")))
+	}
 	fmt.Fprintf(&b, "model = %s\nmodel_provider = \"runnel\"\n", tomlString(m.ID))
 	fmt.Fprintf(&b, "\n[model_providers.runnel]\nname = \"runnel\"\nbase_url = %s\nwire_api = \"responses\"\nenv_key = \"RUNNEL_MODEL_KEY\"\n", tomlString(strings.TrimSuffix(base, "/")))
 	b.WriteString("supports_websockets = false\nrequest_max_retries = 0\nstream_max_retries = 0\n")
@@ -311,6 +328,29 @@ func setupCodex(l *launchSetup) error {
 		}
 	}
 	return l.write(".codex/config.toml", []byte(b.String()))
+}
+
+// codexKnows reports the model slugs codex 0.166 carries metadata for.
+// It offers their MCP tools its own way (behind tool_search, or only
+// through its code-mode exec tool), which a real model of that slug
+// expects.
+func codexKnows(model string) bool {
+	switch model {
+	case "gpt-5.5", "gpt-5.6-luna", "gpt-5.6-sol", "gpt-5.6-terra", "gpt-6-astra", "gpt-6-luna", "gpt-6-sol",
+		"gpt-6.1-sol", "gpt-6.1-terra", "codex-auto-review":
+		return true
+	}
+	return strings.HasPrefix(model, "gpt-daybreak-")
+}
+
+// codexCatalog is a model catalog holding one entry, for model.
+func codexCatalog(model string) ([]byte, error) {
+	var entry map[string]any
+	if err := json.Unmarshal(codexModel, &entry); err != nil {
+		return nil, err
+	}
+	entry["slug"], entry["display_name"] = model, model
+	return json.Marshal(map[string]any{"models": []any{entry}})
 }
 
 func setupGemini(l *launchSetup) error {
@@ -324,7 +364,7 @@ func setupGemini(l *launchSetup) error {
 	return l.writeJSON(".gemini/settings.json", map[string]any{
 		"privacy":   map[string]any{"usageStatisticsEnabled": false},
 		"telemetry": map[string]any{"enabled": false},
-		"general":   map[string]any{"disableAutoUpdate": true, "disableUpdateNag": true},
+		"general":   map[string]any{"enableAutoUpdate": false, "enableAutoUpdateNotification": false},
 	})
 }
 

@@ -1,0 +1,126 @@
+package agenttest
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/runnel/runnel/internal/conformance"
+	"github.com/runnel/runnel/internal/llmtest"
+)
+
+// The requests an Agenta v0.113 deployment sends for its three harnesses
+// (shared/conformance/agenta-v0.113) run end to end on the real agents,
+// with only the model endpoint pointed at the scripted model, and answer
+// with every field of the golden result, meaning the same.
+//
+// pi_core declares a network policy (off) that the local sandbox cannot
+// enforce, and is refused as sent, saying so; it runs without it. It uses
+// provider openai-codex: Pi calls the OpenAI Responses API.
+func TestAgentaGoldenRequests(t *testing.T) {
+	var golden map[string]any
+	raw, err := conformance.Read("agenta-v0.113/run_result.ok.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ file, harness string }{
+		{"run_request.pi_core.json", "pi"}, {"run_request.claude.json", "claude"}, {"run_request.codex.json", "codex"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			dir := agentsDir(t, tc.harness)
+			llm := llmtest.NewServer(script())
+			defer llm.Close()
+			p := serve(t, dir)
+			defer p.checkClean(t, dir)
+			raw, err := conformance.Read("agenta-v0.113/" + tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var req map[string]any
+			if err := json.Unmarshal(raw, &req); err != nil {
+				t.Fatal(err)
+			}
+			mc := req["modelConnection"].(map[string]any)
+			base := llm.URL
+			if mc["provider"] != "anthropic" {
+				base += "/v1"
+			}
+			mc["endpoint"] = map[string]any{"baseUrl": base}
+			if _, ok := req["sandboxPermission"]; ok {
+				got := postJSON(t, p, req)
+				if got["ok"] != false || !strings.Contains(got["error"].(string), "Network sandbox policy is not enforceable on the local sandbox") {
+					t.Fatalf("with its network policy: %v", got)
+				}
+				delete(req, "sandboxPermission")
+			}
+			got := postJSON(t, p, req)
+			if got["ok"] != true || got["status"] != "completed" || got["output"] != "Hello from the scripted model." {
+				t.Fatalf("result %v", got)
+			}
+			requireShape(t, "", golden, got)
+		})
+	}
+}
+
+// postJSON posts req for a one-shot JSON result.
+func postJSON(t *testing.T, p *runnelProc, req map[string]any) map[string]any {
+	t.Helper()
+	body, _ := json.Marshal(req)
+	hr, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, p.url+"/run", bytes.NewReader(body))
+	hr.Header.Set("Authorization", "Bearer "+token)
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	var got map[string]any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("HTTP %d: %s", resp.StatusCode, out)
+	}
+	return got
+}
+
+// requireShape checks that got has every member of want, of the same JSON
+// kind, recursively into objects.
+func requireShape(t *testing.T, path string, want, got map[string]any) {
+	t.Helper()
+	for k, wv := range want {
+		gv, ok := got[k]
+		if !ok {
+			t.Errorf("%s%s is missing", path, k)
+			continue
+		}
+		if kind(wv) != kind(gv) {
+			t.Errorf("%s%s is a %s, the golden result has a %s", path, k, kind(gv), kind(wv))
+			continue
+		}
+		if wm, ok := wv.(map[string]any); ok {
+			requireShape(t, path+k+".", wm, gv.(map[string]any))
+		}
+	}
+}
+
+func kind(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	case string:
+		return "string"
+	case float64:
+		return "number"
+	case bool:
+		return "boolean"
+	}
+	return "null"
+}

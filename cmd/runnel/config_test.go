@@ -198,3 +198,25 @@ func TestLoggerRedactsTheToken(t *testing.T) {
 		t.Errorf("the token reached the log: %s", b.String())
 	}
 }
+
+// RUNNEL_HARNESS_<NAME>_COMMAND is split into words as a shell splits
+// plain words and quoted strings, and an unclosed quote is an error, not a
+// guess.
+func TestSplitWords(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+		err  bool
+	}{
+		{`node /opt/agent/index.js`, []string{"node", "/opt/agent/index.js"}, false},
+		{`  node   "/opt/my agent/i.js" --flag='a b' `, []string{"node", "/opt/my agent/i.js", "--flag=a b"}, false},
+		{`""`, []string{""}, false},
+		{`node "unclosed`, nil, true},
+	}
+	for _, tt := range tests {
+		got, err := splitWords(tt.in)
+		if (err != nil) != tt.err || strings.Join(got, "|") != strings.Join(tt.want, "|") {
+			t.Errorf("splitWords(%q) = %q, %v; want %q (error %v)", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+}

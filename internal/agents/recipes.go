@@ -394,7 +394,9 @@ func setupOpencode(l *launchSetup) error {
 		"model": provider + "/" + m.ID, "small_model": provider + "/" + m.ID,
 		// Every tool asks, so every call reaches runnel's gate.
 		"permission": map[string]any{"*": "ask", "edit": "ask", "bash": "ask", "webfetch": "ask"},
-		"provider":   map[string]any{provider: map[string]any{"options": opts}},
+		// The model is declared, so an id opencode's own catalog lacks is
+		// still served by this provider.
+		"provider": map[string]any{provider: map[string]any{"options": opts, "models": map[string]any{m.ID: map[string]any{"name": m.ID}}}},
 	}
 	b, err := json.Marshal(cfg)
 	if err != nil {

@@ -2,6 +2,7 @@ package agenttest
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -16,7 +17,27 @@ type agentCase struct {
 	request func(llm *llmtest.Server, prompt string) map[string]any
 }
 
+// agentCases are the agents the tests run: claude, codex and pi, or the
+// comma-separated list in RUNNEL_TEST_AGENTS (scripts/acp-matrix.sh adds
+// gemini and opencode).
 func agentCases() []agentCase {
+	want := map[string]bool{"claude": true, "codex": true, "pi": true}
+	if list := os.Getenv("RUNNEL_TEST_AGENTS"); list != "" {
+		want = map[string]bool{}
+		for _, n := range strings.Split(list, ",") {
+			want[strings.TrimSpace(n)] = true
+		}
+	}
+	var out []agentCase
+	for _, c := range allAgentCases() {
+		if want[c.harness] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func allAgentCases() []agentCase {
 	anthropic := func(harness string) func(*llmtest.Server, string) map[string]any {
 		return func(llm *llmtest.Server, prompt string) map[string]any {
 			return map[string]any{"harness": harness, "model": "anthropic/claude-test",
@@ -34,6 +55,12 @@ func agentCases() []agentCase {
 				"messages": []runnel.Message{runnel.UserText(prompt)}, "sessionId": "sess-agenttest"}
 		}},
 		{"pi", anthropic("pi")},
+		{"gemini", func(llm *llmtest.Server, prompt string) map[string]any {
+			return map[string]any{"harness": "gemini", "model": "gemini/gemini-2.5-pro",
+				"endpoint": map[string]any{"baseUrl": llm.URL}, "secrets": map[string]any{"GEMINI_API_KEY": modelKey},
+				"messages": []runnel.Message{runnel.UserText(prompt)}, "sessionId": "sess-agenttest"}
+		}},
+		{"opencode", anthropic("opencode")},
 	}
 }
 

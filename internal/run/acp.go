@@ -31,7 +31,7 @@ func (m *Manager) runACP(ctx context.Context, p *plan, sink runnel.Sink) (*runne
 	}
 	sink = red.Sink(tracedSink{next: sink, traceID: p.traceID})
 	launcher, err := p.agent.Launcher(agents.Run{
-		Model: agents.Model{Provider: p.model.provider, API: p.model.api, ID: p.model.id, BaseURL: p.model.cfg.BaseURL,
+		Model: agents.Model{Provider: p.model.provider, API: agentAPI(p.model), ID: p.model.id, BaseURL: p.model.cfg.BaseURL,
 			APIKey: p.model.cfg.APIKey, APIVersion: p.model.cfg.APIVersion, Headers: p.model.cfg.Headers},
 		Mode:        p.req.HarnessMode,
 		OpenPlan:    p.perm.Open() && serversOpen(p.mcp),
@@ -129,6 +129,18 @@ func reachable(specs []mcp.ServerSpec, pool *mcp.Pool) []acp.Server {
 		}
 	}
 	return out
+}
+
+// agentAPI is the API an agent is configured to call for the run's model:
+// runnel's own (the native adapters'), except for Google's Gemini, which
+// runnel reaches only through an OpenAI-compatible endpoint and Gemini CLI
+// speaks natively.
+func agentAPI(m *modelRef) string {
+	switch m.provider {
+	case "gemini", "google":
+		return "gemini"
+	}
+	return m.api
 }
 
 // serversOpen reports whether no MCP server's policy asks or denies.

@@ -481,7 +481,13 @@ func (s *session) permission(ctx context.Context, params json.RawMessage) (any, 
 	}
 	ref := c.ref
 	ref.ID, ref.Reissued, ref.ArgsUnknown = c.id, true, !c.known() && !c.viaServer
-	s.emitCallLocked(c)
+	if !ref.ArgsUnknown || ref.Owner != harness.OwnerRunnel {
+		// A call of runnel's own whose arguments are not yet known is
+		// reported by runnel's server, which reads them: reported now, it
+		// would stand in the events and the replayed messages without
+		// the arguments a pause signs.
+		s.emitCallLocked(c)
+	}
 	s.mu.Unlock()
 
 	v := s.t.Gate.Permit(ctx, ref)

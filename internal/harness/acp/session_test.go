@@ -400,3 +400,30 @@ func TestTurnArgumentsFromFrames(t *testing.T) {
 		t.Fatalf("Permit %+v, want the arguments marked unknown", r.gate.permit)
 	}
 }
+
+// opencode asks leave for a runnel tool with rawInput {} before it calls
+// runnel's server. The call is reported once, with the arguments the
+// server read — in the events and in the messages a resume replays, which
+// must agree with the interaction the pause signs.
+func TestTurnRunnelToolAskedWithoutArguments(t *testing.T) {
+	scenario := `{"turns":[{"steps":[
+		{"toolCall":{"toolCallId":"toolu_o1","title":"runnel_get_weather","kind":"other","status":"pending","rawInput":{}}},
+		{"permission":{"toolCall":{"toolCallId":"toolu_o1","title":"runnel_get_weather","kind":"other","status":"pending","rawInput":{}},
+		 "onAllow":[{"toolCallUpdate":{"toolCallId":"toolu_o1","status":"in_progress","rawInput":{"city":"Paris"}}},
+		            {"mcpCall":{"server":"runnel","tool":"get_weather","arguments":{"city":"Paris"},"timeout":"30s"}}]}}]}]}`
+	r := runFake(t, scenario, turnOpts{tools: []Tool{weatherTool}, policy: map[string]string{"dispatch:get_weather": "pause"}})
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if len(r.out.Interactions) != 1 || string(r.out.Interactions[0].Input) != `{"city":"Paris"}` {
+		t.Fatalf("interactions %+v", r.out.Interactions)
+	}
+	if calls := r.events.ofType(runnel.EventToolCall); len(calls) != 1 || string(calls[0].Input) != `{"city":"Paris"}` {
+		t.Errorf("tool_call events %+v, want one with the arguments the server read", calls)
+	}
+	want := []runnel.Message{{Role: runnel.RoleAssistant, Content: []runnel.Block{{Type: runnel.BlockToolCall,
+		ToolCallID: "toolu_o1", ToolName: "get_weather", Input: json.RawMessage(`{"city":"Paris"}`)}}}}
+	if toJSON(r.out.Messages) != toJSON(want) {
+		t.Errorf("messages %s, want %s", toJSON(r.out.Messages), toJSON(want))
+	}
+}

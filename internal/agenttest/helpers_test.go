@@ -124,6 +124,12 @@ func serve(t *testing.T, dir string) *runnelProc {
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
+		p.logMu.Lock()
+		leaked := bytes.Contains(p.log.Bytes(), []byte(modelKey))
+		p.logMu.Unlock()
+		if leaked {
+			t.Errorf("runnel's log shows the model key")
+		}
 		if t.Failed() {
 			p.logMu.Lock()
 			t.Logf("runnel's log:\n%s", p.log.String())

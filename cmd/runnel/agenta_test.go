@@ -83,7 +83,7 @@ func TestAgentaV0113GoldenRequests(t *testing.T) {
 			if got["ok"] != true || got["output"] != "Hello!" {
 				t.Fatalf("native: %s", resp)
 			}
-			requireShape(t, "", golden, got)
+			requireShape(t, golden, got)
 			var done map[string]any
 			for _, e := range got["events"].([]any) {
 				if e := e.(map[string]any); e["type"] == "done" {

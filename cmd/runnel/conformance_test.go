@@ -11,41 +11,11 @@ import (
 	"github.com/runnel/runnel/internal/llmtest"
 )
 
-// kindOf names a decoded JSON value's kind.
-func kindOf(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "string"
-	case float64:
-		return "number"
-	case bool:
-		return "bool"
-	case []any:
-		return "array"
-	}
-	return "object"
-}
-
-// requireShape checks that got has every key of want with a value of the
-// same JSON kind, recursing into objects: a platform that parses want
-// parses got.
-func requireShape(t *testing.T, path string, want, got map[string]any) {
+// requireShape fails t where got lacks the shape of want.
+func requireShape(t *testing.T, want, got map[string]any) {
 	t.Helper()
-	for k, wv := range want {
-		gv, ok := got[k]
-		if !ok {
-			t.Errorf("%s%s is missing", path, k)
-			continue
-		}
-		if kindOf(wv) != kindOf(gv) {
-			t.Errorf("%s%s is a %s, the golden result has a %s", path, k, kindOf(gv), kindOf(wv))
-			continue
-		}
-		if wm, ok := wv.(map[string]any); ok {
-			requireShape(t, path+k+".", wm, gv.(map[string]any))
-		}
+	for _, d := range conformance.ShapeDiff(want, got) {
+		t.Error(d)
 	}
 }
 
@@ -82,7 +52,7 @@ func TestGoldenResultShapes(t *testing.T) {
 		t.Fatalf("%v\n%s", err, ok.Stdout)
 	}
 	want := golden("run_result.ok.json")
-	requireShape(t, "", want, got)
+	requireShape(t, want, got)
 	for _, k := range []string{"ok", "output", "sessionId", "stopReason", "traceId"} {
 		if k == "traceId" {
 			if got[k] != traceID {
@@ -118,7 +88,7 @@ func TestGoldenResultShapes(t *testing.T) {
 	if err := json.Unmarshal([]byte(failed.Stdout), &got); err != nil {
 		t.Fatal(err)
 	}
-	requireShape(t, "", golden("run_result.error.json"), got)
+	requireShape(t, golden("run_result.error.json"), got)
 	if got["ok"] != false || got["errorCode"] != "provider_error" || got["status"] != "failed" {
 		t.Errorf("failed result: ok %v errorCode %v status %v", got["ok"], got["errorCode"], got["status"])
 	}

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/exampletest"
 	"github.com/runnel/runnel/internal/llmtest"
 )
 
@@ -25,7 +21,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 	}
 	llm := llmtest.NewServer(script)
 	defer llm.Close()
-	callbackURL := startWeatherCallback(t)
+	callbackURL := exampletest.WeatherCallback(t)
 
 	raw, err := os.ReadFile("../../examples/weather.json")
 	if err != nil {
@@ -57,40 +53,4 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if result.Status != runnel.StatusCompleted || result.Output != "The weather in Paris: 18°C and sunny in Paris" {
 		t.Errorf("result %+v", result)
 	}
-}
-
-// startWeatherCallback builds examples/weather-callback and runs it on a
-// free loopback port until the test ends.
-func startWeatherCallback(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "weather-callback")
-	build := exec.Command("go", "build", "-o", bin, "../../examples/weather-callback")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the weather callback: %v\n%s", err, out)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "--addr", addr)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	// Ready when it accepts a connection; the wait is bounded by the attempts.
-	for i := 0; ; i++ {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if i == 200 {
-			t.Fatalf("the weather callback never listened on %s: %v", addr, err)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	return "http://" + addr
 }

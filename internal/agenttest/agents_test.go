@@ -64,6 +64,18 @@ func allAgentCases() []agentCase {
 	}
 }
 
+// weatherRequest is a run of ac asking for the weather, with get_weather
+// as a callback tool on a platform of its own (read-only: allowed without
+// asking; otherwise the default plan asks).
+func weatherRequest(t *testing.T, ac agentCase, llm *llmtest.Server, readOnly bool) (map[string]any, *platform) {
+	t.Helper()
+	cb := newPlatform(t)
+	req := ac.request(llm, "What is the weather in Paris?")
+	req["customTools"] = []any{weatherTool(readOnly)}
+	req["toolCallback"] = map[string]any{"endpoint": cb.srv.URL, "authorization": "Bearer cb"}
+	return req, cb
+}
+
 func weatherTool(readOnly bool) map[string]any {
 	t := map[string]any{"name": "get_weather", "description": "Look up the current weather for a city", "callRef": "weather",
 		"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []string{"city"}}}
@@ -99,10 +111,7 @@ func TestAgents(t *testing.T) {
 			})
 
 			t.Run("callback tool", func(t *testing.T) {
-				cb := newPlatform(t)
-				req := ac.request(llm, "What is the weather in Paris?")
-				req["customTools"] = []any{weatherTool(true)}
-				req["toolCallback"] = map[string]any{"endpoint": cb.srv.URL, "authorization": "Bearer cb"}
+				req, cb := weatherRequest(t, ac, llm, true)
 				res, events := first.run(t, req)
 				if res.Status != runnel.StatusCompleted || !strings.Contains(res.Output, "18°C and sunny in Paris") {
 					t.Fatalf("result %+v", res)
@@ -114,10 +123,7 @@ func TestAgents(t *testing.T) {
 			})
 
 			t.Run("approval across two processes", func(t *testing.T) {
-				cb := newPlatform(t)
-				req := ac.request(llm, "What is the weather in Paris?")
-				req["customTools"] = []any{weatherTool(false)}
-				req["toolCallback"] = map[string]any{"endpoint": cb.srv.URL, "authorization": "Bearer cb"}
+				req, cb := weatherRequest(t, ac, llm, false)
 				paused, _ := first.run(t, req)
 				if paused.Status != runnel.StatusPaused || len(paused.Interactions) != 1 {
 					t.Fatalf("first turn %+v", paused)
@@ -149,10 +155,7 @@ func TestAgents(t *testing.T) {
 			})
 
 			t.Run("denial", func(t *testing.T) {
-				cb := newPlatform(t)
-				req := ac.request(llm, "What is the weather in Paris?")
-				req["customTools"] = []any{weatherTool(false)}
-				req["toolCallback"] = map[string]any{"endpoint": cb.srv.URL, "authorization": "Bearer cb"}
+				req, cb := weatherRequest(t, ac, llm, false)
 				paused, _ := first.run(t, req)
 				if paused.Status != runnel.StatusPaused || len(paused.Interactions) != 1 {
 					t.Fatalf("first turn %+v", paused)

@@ -63,7 +63,9 @@ func TestAgentaGoldenRequests(t *testing.T) {
 			if got["ok"] != true || got["status"] != "completed" || got["output"] != "Hello from the scripted model." {
 				t.Fatalf("result %v", got)
 			}
-			requireShape(t, "", golden, got)
+			for _, d := range conformance.ShapeDiff(golden, got) {
+				t.Error(d)
+			}
 		})
 	}
 }
@@ -87,40 +89,4 @@ func postJSON(t *testing.T, p *runnelProc, req map[string]any) map[string]any {
 		t.Fatalf("HTTP %d: %s", resp.StatusCode, out)
 	}
 	return got
-}
-
-// requireShape checks that got has every member of want, of the same JSON
-// kind, recursively into objects.
-func requireShape(t *testing.T, path string, want, got map[string]any) {
-	t.Helper()
-	for k, wv := range want {
-		gv, ok := got[k]
-		if !ok {
-			t.Errorf("%s%s is missing", path, k)
-			continue
-		}
-		if kind(wv) != kind(gv) {
-			t.Errorf("%s%s is a %s, the golden result has a %s", path, k, kind(gv), kind(wv))
-			continue
-		}
-		if wm, ok := wv.(map[string]any); ok {
-			requireShape(t, path+k+".", wm, gv.(map[string]any))
-		}
-	}
-}
-
-func kind(v any) string {
-	switch v.(type) {
-	case map[string]any:
-		return "object"
-	case []any:
-		return "array"
-	case string:
-		return "string"
-	case float64:
-		return "number"
-	case bool:
-		return "boolean"
-	}
-	return "null"
 }

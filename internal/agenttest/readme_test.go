@@ -1,17 +1,13 @@
 package agenttest
 
 import (
-	"context"
 	"encoding/json"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/exampletest"
 	"github.com/runnel/runnel/internal/llmtest"
 )
 
@@ -28,7 +24,7 @@ func TestReadmeAgentWalkthrough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	callback := startWeatherCallback(t)
+	callback := exampletest.WeatherCallback(t)
 	for _, ac := range agentCases() {
 		t.Run(ac.harness, func(t *testing.T) {
 			dir := agentsDir(t, ac.harness)
@@ -56,37 +52,5 @@ func TestReadmeAgentWalkthrough(t *testing.T) {
 			}
 			checkToolEvents(t, events, "get_weather", `{"city":"Paris"}`)
 		})
-	}
-}
-
-// startWeatherCallback builds examples/weather-callback and runs it on a
-// free loopback port until the test ends; it returns its base URL.
-func startWeatherCallback(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "weather-callback")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../examples/weather-callback").CombinedOutput(); err != nil {
-		t.Fatalf("building the weather callback: %v\n%s", err, out)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "--addr", addr)
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return "http://" + addr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the weather callback did not listen on %s", addr)
-		}
 	}
 }

@@ -43,3 +43,46 @@ func Read(name string) ([]byte, error) {
 	}
 	return os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
 }
+
+// ShapeDiff says where got lacks the shape of want: a member of want that
+// got does not have, or has with a value of another JSON kind, recursing
+// into objects. A platform that parses want parses got when it says
+// nothing.
+func ShapeDiff(want, got map[string]any) []string {
+	var out []string
+	var walk func(path string, want, got map[string]any)
+	walk = func(path string, want, got map[string]any) {
+		for k, wv := range want {
+			gv, ok := got[k]
+			switch {
+			case !ok:
+				out = append(out, fmt.Sprintf("%s%s is missing", path, k))
+			case kindOf(wv) != kindOf(gv):
+				out = append(out, fmt.Sprintf("%s%s is a %s, the golden file has a %s", path, k, kindOf(gv), kindOf(wv)))
+			default:
+				if wm, ok := wv.(map[string]any); ok {
+					walk(path+k+".", wm, gv.(map[string]any))
+				}
+			}
+		}
+	}
+	walk("", want, got)
+	return out
+}
+
+// kindOf names a decoded JSON value's kind.
+func kindOf(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	case string:
+		return "string"
+	case float64:
+		return "number"
+	case bool:
+		return "boolean"
+	}
+	return "null"
+}

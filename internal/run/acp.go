@@ -42,15 +42,11 @@ func (m *Manager) runACP(ctx context.Context, p *plan, sink runnel.Sink) (*runne
 		return nil, invalid("%s.", upperFirst(strings.TrimSuffix(err.Error(), ".")))
 	}
 	p.req.HarnessFiles, p.notices = agentSafeFiles(p.req.HarnessFiles, p.notices)
-	ws, err := m.openWorkspace(p, true)
+	ws, closeWS, err := m.openWorkspace(p, true)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err := ws.Close(); err != nil {
-			log.Warn("workspace cleanup", "err", err)
-		}
-	}()
+	defer closeWS()
 	rctx, cancel := context.WithTimeoutCause(ctx, p.total, errTotalTimeout)
 	defer cancel()
 	start := time.Now()

@@ -266,17 +266,11 @@ func (m *Manager) Run(ctx context.Context, req *runnel.RunRequest, sink runnel.S
 	sink = tracedSink{next: sink, traceID: p.traceID}
 	sink = red.Sink(sink)
 
-	ws, err := m.openWorkspace(p, false)
+	ws, closeWS, err := m.openWorkspace(p, false)
 	if err != nil {
 		return nil, err
 	}
-	if ws != nil {
-		defer func() {
-			if err := ws.Close(); err != nil {
-				log.Warn("workspace cleanup", "err", err)
-			}
-		}()
-	}
+	defer closeWS()
 	rctx, cancel := context.WithTimeoutCause(ctx, p.total, errTotalTimeout)
 	defer cancel()
 	start := time.Now()

@@ -25,19 +25,21 @@ func needsWorkspace(p *plan) bool {
 // openWorkspace creates the run's workspace (DESIGN §6, "local") and
 // writes the request's skills, harnessFiles and agentsMd into it, or
 // returns nil when the run needs none (an ACP run always does: it is the
-// agent's working directory). The caller closes it, which removes
-// it unless Options.KeepWorkspace. A file that cannot be written refuses
-// the run before anything ran.
-func (m *Manager) openWorkspace(p *plan, always bool) (*sandbox.Workspace, error) {
+// agent's working directory). The caller defers closeWS (a no-op when
+// there is no workspace): it removes the workspace unless
+// Options.KeepWorkspace, and logs a failure to. A file that cannot be
+// written refuses the run before anything ran.
+func (m *Manager) openWorkspace(p *plan, always bool) (ws *sandbox.Workspace, closeWS func(), err error) {
+	closeWS = func() {}
 	if !always && !needsWorkspace(p) {
-		return nil, nil
+		return nil, closeWS, nil
 	}
-	ws, err := sandbox.NewWorkspace(m.opts.WorkspaceRoot, &sandbox.WorkspaceOptions{
+	ws, err = sandbox.NewWorkspace(m.opts.WorkspaceRoot, &sandbox.WorkspaceOptions{
 		Keep: m.opts.KeepWorkspace, Containment: m.opts.Containment,
 	})
 	if err != nil {
 		p.log.Error("workspace", "err", err)
-		return nil, &runnel.Error{Code: runnel.CodeInternal, Err: err}
+		return nil, closeWS, &runnel.Error{Code: runnel.CodeInternal, Err: err}
 	}
 	steps := []struct {
 		what  string
@@ -50,10 +52,14 @@ func (m *Manager) openWorkspace(p *plan, always bool) (*sandbox.Workspace, error
 	for _, s := range steps {
 		if err := s.write(); err != nil {
 			_ = ws.Close()
-			return nil, invalid("The %s could not be written into the workspace: %s.", s.what, strings.TrimSuffix(err.Error(), "."))
+			return nil, closeWS, invalid("The %s could not be written into the workspace: %s.", s.what, strings.TrimSuffix(err.Error(), "."))
 		}
 	}
-	return ws, nil
+	return ws, func() {
+		if err := ws.Close(); err != nil {
+			p.log.Warn("workspace cleanup", "err", err)
+		}
+	}, nil
 }
 
 // gate builds the run's permission gate and what the model is offered:

@@ -309,16 +309,22 @@ func (t *tracker) tie(c *call, name string, input json.RawMessage) *call {
 	return c
 }
 
+// contentItem is one item of a tool call's content: a content block
+// ("content", its text), a diff (its path and new text) or a terminal.
+type contentItem struct {
+	Type    string `json:"type"`
+	Content struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+	Path    string  `json:"path"`
+	NewText *string `json:"newText"`
+}
+
 // contentArgs reads a call's arguments from its content when that is one
 // text block holding a JSON object: Gemini sends them only that way.
 func contentArgs(f *frame) json.RawMessage {
-	var blocks []struct {
-		Type    string `json:"type"`
-		Content struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
-	}
+	var blocks []contentItem
 	if json.Unmarshal(f.Content, &blocks) != nil || len(blocks) != 1 || blocks[0].Content.Type != "text" {
 		return nil
 	}
@@ -363,15 +369,7 @@ func newCallID() string {
 // the text of its content (text blocks, diffs, terminal output), else its
 // rawOutput.
 func (c *call) resultText() string {
-	var blocks []struct {
-		Type    string `json:"type"`
-		Content struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
-		Path    string  `json:"path"`
-		NewText *string `json:"newText"`
-	}
+	var blocks []contentItem
 	var parts []string
 	if json.Unmarshal(c.content, &blocks) == nil {
 		for _, b := range blocks {

@@ -6,14 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/runnel/runnel/bench/internal/benchkit"
 )
 
 // slowText is what the fake model streams: 120 pieces, one a second, so a
@@ -51,21 +51,11 @@ type proc struct {
 func (p *proc) pid() int { return p.cmd.Process.Pid }
 
 // close sends SIGTERM and waits up to 10 s before killing.
-func (p *proc) close() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
-	}
-}
+func (p *proc) close() { benchkit.StopProcess(p.cmd, syscall.SIGTERM, 10*time.Second) }
 
 // startMockLLM starts `runnel mockllm --script FILE --addr 127.0.0.1:PORT`.
 func startMockLLM(ctx context.Context, bin, script string) (*proc, error) {
-	port, err := freePort()
+	port, err := benchkit.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +72,7 @@ func startMockLLM(ctx context.Context, bin, script string) (*proc, error) {
 // startServe starts `runnel serve` on a loopback port with its concurrency
 // limit raised to limit.
 func startServe(ctx context.Context, bin string, limit int) (*proc, error) {
-	port, err := freePort()
+	port, err := benchkit.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -108,34 +98,11 @@ func start(ctx context.Context, cmd *exec.Cmd, url, probe string) (*proc, error)
 		return nil, err
 	}
 	p := &proc{url: url, cmd: cmd}
-	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	for {
-		req, _ := http.NewRequestWithContext(wctx, http.MethodGet, url+probe, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				http.DefaultClient.CloseIdleConnections()
-				return p, nil
-			}
-		}
-		select {
-		case <-wctx.Done():
-			p.close()
-			return nil, fmt.Errorf("not answering GET %s: %w (last error: %v)", probe, wctx.Err(), err)
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := benchkit.WaitHealthy(ctx, url+probe, 15*time.Second); err != nil {
+		p.close()
+		return nil, fmt.Errorf("not answering GET %s: %w", probe, err)
 	}
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return p, nil
 }
 
 // status is what /proc/PID/status says about a process's memory.

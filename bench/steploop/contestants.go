@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/bench/internal/benchkit"
 	"github.com/runnel/runnel/internal/run"
 )
 
@@ -208,13 +209,13 @@ func (f *floor) post(ctx context.Context, url string, body []byte) ([]byte, erro
 // served is runnel as a user runs it: `runnel serve` in its own process,
 // one streaming POST /run per turn, the NDJSON stream read to its result.
 type served struct {
-	proc   *runnelProc
+	proc   *benchkit.Runnel
 	client *http.Client
 	body   []byte
 	steps  int
 }
 
-func newServed(p *runnelProc, u fakeURLs, steps int) (*served, error) {
+func newServed(p *benchkit.Runnel, u fakeURLs, steps int) (*served, error) {
 	body, err := json.Marshal(benchRequest(u))
 	if err != nil {
 		return nil, err
@@ -225,16 +226,21 @@ func newServed(p *runnelProc, u fakeURLs, steps int) (*served, error) {
 func (s *served) name() string { return "runnel serve (HTTP, NDJSON)" }
 
 func (s *served) batch(ctx context.Context, runs int) (batch, error) {
-	cpu0 := s.proc.cpu()
+	cpu0, err := s.proc.CPU()
+	if err != nil {
+		return batch{}, err
+	}
 	b, err := timeRuns(ctx, runs, s.one)
-	b.cpu = s.proc.cpu() - cpu0
+	if cpu1, cerr := s.proc.CPU(); cerr == nil {
+		b.cpu = cpu1.Sub(cpu0).Self
+	}
 	return b, err
 }
 
 func (s *served) close() { s.client.CloseIdleConnections() }
 
 func (s *served) one(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.proc.url+"/run", bytes.NewReader(s.body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.proc.URL+"/run", bytes.NewReader(s.body))
 	if err != nil {
 		return err
 	}

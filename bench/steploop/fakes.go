@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/runnel/runnel/bench/internal/benchkit"
 	"github.com/runnel/runnel/internal/llmtest"
 )
 
@@ -54,44 +55,6 @@ func benchScript(steps int) llmtest.Script {
 	}}
 }
 
-// callbackHandler is the platform's tool endpoint: it decodes runnel's
-// callback envelope (DESIGN §4.2) and answers "ok" for every call.
-func callbackHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var in struct {
-			Data struct {
-				ID       string `json:"id"`
-				Type     string `json:"type"`
-				Function struct {
-					Name      string          `json:"name"`
-					Arguments json.RawMessage `json:"arguments"`
-				} `json:"function"`
-			} `json:"data"`
-		}
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil || in.Data.Function.Name != toolName {
-			http.Error(w, "bad envelope", http.StatusBadRequest)
-			return
-		}
-		type status struct {
-			Code string `json:"code"`
-		}
-		type data struct {
-			Role       string `json:"role"`
-			ToolCallID string `json:"tool_call_id"`
-			Content    string `json:"content"`
-		}
-		type call struct {
-			ID     string `json:"id"`
-			Status status `json:"status"`
-			Data   data   `json:"data"`
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(struct {
-			Call call `json:"call"`
-		}{call{in.Data.ID, status{"STATUS_CODE_OK"}, data{"tool", in.Data.ID, toolOutput}}})
-	})
-}
-
 // fakeURLs is what the fakes process announces on its stdout.
 type fakeURLs struct {
 	Model    string `json:"model"`    // OpenAI base URL, ending in /v1
@@ -109,7 +72,7 @@ func serveFakes(steps int) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	cb := &http.Server{Handler: callbackHandler(), ReadHeaderTimeout: 10 * time.Second}
+	cb := &http.Server{Handler: benchkit.CallbackHandler(toolName, toolOutput), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = cb.Serve(ln) }()
 	defer cb.Close()
 	urls := fakeURLs{Model: llm.URL + "/v1", Callback: "http://" + ln.Addr().String() + "/tools/call"}
@@ -160,7 +123,7 @@ func startFakes(ctx context.Context, steps int) (*fakes, error) {
 
 func (f *fakes) close() {
 	_ = f.stdin.Close()
-	stopProcess(f.cmd, nil, 5*time.Second)
+	benchkit.StopProcess(f.cmd, nil, 5*time.Second)
 }
 
 // errUnexpected marks a run that did not do what the script says.

@@ -132,7 +132,7 @@ func startContestants(ctx context.Context, cfg config, u fakeURLs) (cs []contest
 		if err != nil {
 			return cs, stop, err
 		}
-		stops = append(stops, p.close)
+		stops = append(stops, p.Close)
 		s, err := newServed(p, u, cfg.steps)
 		if err != nil {
 			return cs, stop, err

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/runnel/runnel/bench/internal/benchkit"
 )
 
 // results collects every timed batch, by contestant and round.
@@ -67,7 +69,7 @@ func (r *results) report() *report {
 	calls := r.cfg.steps + 1
 	rep := &report{Steps: r.cfg.steps, ModelCalls: calls, Rounds: r.cfg.rounds, RunsEach: r.cfg.runs}
 	floorName := r.names[0]
-	floorAll := median(allRuns(r.rounds[floorName]))
+	floorAll := benchkit.Median(allRuns(r.rounds[floorName]))
 	for _, name := range r.names {
 		bs := r.rounds[name]
 		all := allRuns(bs)
@@ -75,20 +77,20 @@ func (r *results) report() *report {
 		for _, b := range bs {
 			cpu += b.cpu
 		}
-		med := median(all)
+		med := benchkit.Median(all)
 		row := row{
 			Name:           name,
 			Turns:          len(all),
 			MedianTurnMs:   ms(med),
 			MeanTurnMs:     ms(mean(all)),
-			P90TurnMs:      ms(quantile(all, 0.9)),
+			P90TurnMs:      ms(benchkit.Quantile(all, 0.9)),
 			StepUs:         us(med) / float64(calls),
 			OverheadStepUs: us(med-floorAll) / float64(calls),
 			CPUStepUs:      us(cpu) / float64(len(all)*calls),
 		}
 		for i, b := range bs {
 			row.RoundOverheadUs = append(row.RoundOverheadUs,
-				us(median(b.runs)-median(r.rounds[floorName][i].runs))/float64(calls))
+				us(benchkit.Median(b.runs)-benchkit.Median(r.rounds[floorName][i].runs))/float64(calls))
 		}
 		rep.Contestants = append(rep.Contestants, row)
 	}
@@ -159,17 +161,6 @@ func allRuns(bs []batch) []time.Duration {
 		all = append(all, b.runs...)
 	}
 	return all
-}
-
-func median(d []time.Duration) time.Duration { return quantile(d, 0.5) }
-
-func quantile(d []time.Duration, q float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
 func mean(d []time.Duration) time.Duration {

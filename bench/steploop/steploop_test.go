@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/runnel/runnel/bench/internal/benchkit"
 	"github.com/runnel/runnel/internal/llmtest"
 )
 
@@ -19,7 +20,7 @@ func benchFakes(b *testing.B, steps int) fakeURLs {
 	b.Helper()
 	llm := llmtest.NewServer(benchScript(steps))
 	b.Cleanup(llm.Close)
-	cb := httptest.NewServer(callbackHandler())
+	cb := httptest.NewServer(benchkit.CallbackHandler(toolName, toolOutput))
 	b.Cleanup(cb.Close)
 	return fakeURLs{Model: llm.URL + "/v1", Callback: cb.URL + "/tools/call"}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -95,6 +96,26 @@ func StartProcess(ws *Workspace, argv []string, opts *ProcessOptions) (*Process,
 	return p, nil
 }
 
+// TermAfter is how long Process.End waits for a program whose input it
+// closed to exit by itself before it sends SIGTERM.
+const TermAfter = 100 * time.Millisecond
+
+// waitExit waits up to d for the program to exit and reports whether it
+// did.
+func (p *Process) waitExit(d time.Duration) bool {
+	if d <= 0 {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
 // Pid is the program's process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
@@ -113,19 +134,22 @@ func (p *Process) ExitCode() int {
 	}
 }
 
-// End closes the program's input, gives it grace to exit by itself, then
-// kills it and everything it started, and returns once all of it is gone
+// End closes the program's input, gives it grace to exit (after a moment,
+// with SIGTERM), then kills it and everything it started, and returns once all of it is gone
 // (as far as the Containment reaches). It is safe to call more than once.
 func (p *Process) End(grace time.Duration) error {
 	p.endOnce.Do(func() {
 		p.Stdin.Close()
 		if grace > 0 {
-			t := time.NewTimer(grace)
-			select {
-			case <-p.exited:
-			case <-t.C:
+			// Most programs exit as soon as their input ends. One that does
+			// not (codex-acp 2.6 keeps running for seconds) is asked to with
+			// SIGTERM, so the run does not wait out the whole grace for a
+			// program it no longer needs; what ignores that is killed.
+			deadline := time.Now().Add(grace)
+			if !p.waitExit(min(grace, TermAfter)) {
+				_ = p.cmd.Process.Signal(syscall.SIGTERM)
+				p.waitExit(time.Until(deadline))
 			}
-			t.Stop()
 		}
 		err := p.scope.kill(p.Pid())
 		<-p.exited

@@ -3,6 +3,8 @@ package sandbox
 import (
 	"bufio"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -56,5 +58,29 @@ func TestProcessEndsGracefully(t *testing.T) {
 	}
 	if got := p.ExitCode(); got != 7 {
 		t.Errorf("exit code %d, want 7 (the program's own, not a kill)", got)
+	}
+}
+
+// A program that keeps running after its input closes is asked to stop
+// with SIGTERM before the grace runs out, so it can exit cleanly (and the
+// run need not wait out the grace); it is not killed outright.
+func TestProcessEndTerminatesAProgramThatIgnoresItsInput(t *testing.T) {
+	ws := newTestWorkspace(t, nil)
+	script := `trap 'echo terminated > note; exit 3' TERM; echo ready; while :; do sleep 0.05; done`
+	p, err := StartProcess(ws, []string{"/bin/sh", "-c", script}, &ProcessOptions{Env: []string{"PATH=" + DefaultPath}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(p.Stdout).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("read %q, %v", line, err)
+	}
+	if err := p.End(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.ExitCode(); got != 3 {
+		t.Errorf("exit code %d, want 3 (its own, from its SIGTERM trap)", got)
+	}
+	if note, err := os.ReadFile(filepath.Join(ws.Dir(), "note")); err != nil || string(note) != "terminated\n" {
+		t.Errorf("note %q, %v: the program was not asked to stop", note, err)
 	}
 }

@@ -143,6 +143,10 @@ type toolResult struct {
 	// Cancelled: session/cancel abandoned the call; TimedOut: its timeout did.
 	Cancelled bool `json:"cancelled,omitempty"`
 	TimedOut  bool `json:"timedOut,omitempty"`
+	// ElapsedUS is the tools/call round trip alone, in microseconds
+	// (connecting the session is not in it), as the agent saw it: what
+	// bench/acp times a call by.
+	ElapsedUS int64 `json:"elapsedUs,omitempty"`
 }
 
 // callTool runs one mcpCall step, logs its outcome and hands the text
@@ -162,7 +166,9 @@ func (m *mcpClients) callTool(ctx context.Context, c *MCPCall, setLast func(stri
 	cs, err := m.session(ctx, c.Server)
 	var res *mcp.CallToolResult
 	if err == nil {
+		start := time.Now()
 		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: c.Tool, Arguments: args})
+		r.ElapsedUS = time.Since(start).Microseconds()
 	}
 	switch {
 	case err == nil:

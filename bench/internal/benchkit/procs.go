@@ -1,0 +1,92 @@
+package benchkit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Runnel is a `runnel serve` subprocess on a loopback port.
+type Runnel struct {
+	URL string
+	Cmd *exec.Cmd
+}
+
+// StartRunnel starts bin as `runnel serve` on 127.0.0.1 and waits for
+// GET /health. env is the server's whole environment (configuration goes
+// through the documented RUNNEL_* variables); RUNNEL_HOST and RUNNEL_PORT
+// are added. Its output is discarded: one log line per run would cost
+// every contestant the same, and would clutter the terminal.
+func StartRunnel(ctx context.Context, bin string, env []string) (*Runnel, error) {
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, bin, "serve")
+	cmd.Env = append(append([]string(nil), env...), "RUNNEL_HOST=127.0.0.1", "RUNNEL_PORT="+strconv.Itoa(port))
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s serve: %w", bin, err)
+	}
+	r := &Runnel{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Cmd: cmd}
+	if err := WaitHealthy(ctx, r.URL+"/health", 15*time.Second); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("runnel serve did not become healthy: %w", err)
+	}
+	return r, nil
+}
+
+// PID is the server's process id.
+func (r *Runnel) PID() int { return r.Cmd.Process.Pid }
+
+// CPU is the server's CPU time so far, its reaped agents' included.
+func (r *Runnel) CPU() (CPU, error) { return ReadCPU(r.PID()) }
+
+// Close asks runnel to drain (SIGTERM), then kills it if it lingers.
+func (r *Runnel) Close() { StopProcess(r.Cmd, syscall.SIGTERM, 10*time.Second) }
+
+// CallbackHandler is a platform's tool endpoint: it decodes runnel's
+// callback envelope (DESIGN §4.2) and answers output for every call of
+// the tool named name; anything else is a 400.
+func CallbackHandler(name, output string) http.Handler {
+	type status struct {
+		Code string `json:"code"`
+	}
+	type data struct {
+		Role       string `json:"role"`
+		ToolCallID string `json:"tool_call_id"`
+		Content    string `json:"content"`
+	}
+	type call struct {
+		ID     string `json:"id"`
+		Status status `json:"status"`
+		Data   data   `json:"data"`
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var in struct {
+			Data struct {
+				ID       string `json:"id"`
+				Type     string `json:"type"`
+				Function struct {
+					Name      string          `json:"name"`
+					Arguments json.RawMessage `json:"arguments"`
+				} `json:"function"`
+			} `json:"data"`
+		}
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil || in.Data.Function.Name != name {
+			http.Error(w, "bad envelope", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(struct {
+			Call call `json:"call"`
+		}{call{in.Data.ID, status{"STATUS_CODE_OK"}, data{"tool", in.Data.ID, output}}})
+	})
+}

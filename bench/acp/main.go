@@ -30,7 +30,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -39,6 +38,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/runnel/runnel/bench/internal/benchkit"
 )
 
 type config struct {
@@ -132,12 +133,8 @@ func bench(ctx context.Context, cfg config) error {
 		}
 	}
 	if cfg.jsonOut != "" {
-		raw, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
+		if err := benchkit.WriteJSON(cfg.jsonOut, rep); err != nil {
 			return err
-		}
-		if err := os.WriteFile(cfg.jsonOut, append(raw, '\n'), 0o644); err != nil {
-			return fmt.Errorf("write %s: %w", cfg.jsonOut, err)
 		}
 	}
 	return nil

@@ -83,7 +83,7 @@ func relayCall(ctx context.Context, dir, tool, id string, args json.RawMessage, 
 			}
 			return res.Text, nil
 		}
-		if err := sleep(ctx, poll); err != nil {
+		if err := benchkit.Sleep(ctx, poll); err != nil {
 			return "", err
 		}
 	}
@@ -269,7 +269,7 @@ func relayTurn(ctx context.Context, dir, callback string, client *http.Client, p
 		// each request appears and most calls taking two periods: unfair
 		// to the relay. This wait stands for the model's time and is not
 		// in the call's time.
-		if err := sleep(ctx, rand.N(poll)); err != nil {
+		if err := benchkit.Sleep(ctx, rand.N(poll)); err != nil {
 			res.Error = err.Error()
 			return res
 		}
@@ -389,17 +389,5 @@ func readLine(ctx context.Context, r *bufio.Reader, kill func()) ([]byte, error)
 		kill()
 		<-got
 		return nil, ctx.Err()
-	}
-}
-
-// sleep waits d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

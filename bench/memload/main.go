@@ -31,6 +31,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/runnel/runnel/bench/internal/benchkit"
 )
 
 type config struct {
@@ -138,7 +140,7 @@ func measure(ctx context.Context, cfg config, llmURL string, n int) (point, erro
 		}
 	}
 	c.closeIdle()
-	if err := sleep(ctx, cfg.settle); err != nil {
+	if err := benchkit.Sleep(ctx, cfg.settle); err != nil {
 		return point{}, err
 	}
 	p := point{Runs: n}
@@ -157,7 +159,7 @@ func measure(ctx context.Context, cfg config, llmURL string, n int) (point, erro
 		return point{}, errors.Join(err, wait())
 	}
 	p.FirstAllMs = float64(time.Since(start)) / float64(time.Millisecond)
-	if err := sleep(ctx, cfg.settle); err != nil {
+	if err := benchkit.Sleep(ctx, cfg.settle); err != nil {
 		return point{}, err
 	}
 	load, err := readStatus(srv.pid())
@@ -168,7 +170,7 @@ func measure(ctx context.Context, cfg config, llmURL string, n int) (point, erro
 	p.PerRunKiB = float64(p.LoadRSSKiB-p.IdleRSSKiB) / float64(n)
 	if cfg.hold > 0 {
 		fmt.Printf("%5d runs open on runnel serve pid %d at %s; holding them for %s\n", n, srv.pid(), srv.url, cfg.hold)
-		if err := sleep(ctx, cfg.hold); err != nil {
+		if err := benchkit.Sleep(ctx, cfg.hold); err != nil {
 			return point{}, err
 		}
 	}
@@ -177,17 +179,6 @@ func measure(ctx context.Context, cfg config, llmURL string, n int) (point, erro
 		return p, err
 	}
 	return p, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func mib(kib int64) float64 { return float64(kib) / 1024 }

@@ -32,7 +32,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -40,6 +39,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"time"
+
+	"github.com/runnel/runnel/bench/internal/benchkit"
 )
 
 type config struct {
@@ -103,12 +104,8 @@ func bench(ctx context.Context, cfg config) error {
 	rep := res.report()
 	rep.print(os.Stdout)
 	if cfg.jsonOut != "" {
-		raw, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
+		if err := benchkit.WriteJSON(cfg.jsonOut, rep); err != nil {
 			return err
-		}
-		if err := os.WriteFile(cfg.jsonOut, append(raw, '\n'), 0o644); err != nil {
-			return fmt.Errorf("write %s: %w", cfg.jsonOut, err)
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/runnel/runnel/internal/conformance"
 	"github.com/runnel/runnel/internal/harness"
 )
 
@@ -73,5 +74,38 @@ func TestIdentify(t *testing.T) {
 				t.Errorf("identify (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Pi's seven builtins reach the gate under the rule names Agenta pins
+// (shared/conformance/agenta-v0.113/pi_builtin_tools.json), read-only
+// exactly where Agenta's allow_reads lets them run unasked.
+func TestPiBuiltinsAsAgentaNamesThem(t *testing.T) {
+	raw, err := conformance.Read("agenta-v0.113/pi_builtin_tools.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Builtins []struct {
+			Name     string `json:"name"`
+			RuleName string `json:"ruleName"`
+			ReadOnly bool   `json:"readOnly"`
+		} `json:"builtins"`
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	if len(golden.Builtins) != 7 {
+		t.Fatalf("%d builtins in the golden file, want Pi's seven", len(golden.Builtins))
+	}
+	n := newNamer([]Tool{{Name: "get_user"}}, nil, "/ws/run1")
+	for _, b := range golden.Builtins {
+		got := n.identify(b.Name, b.Name, "", json.RawMessage(`{}`))
+		if got.Name != b.RuleName || got.Owner != harness.OwnerAgent {
+			t.Errorf("Pi's %s: gate sees %q owned by %v, want %q owned by the agent", b.Name, got.Name, got.Owner, b.RuleName)
+		}
+		if ro := got.ReadOnly != nil && *got.ReadOnly; ro != b.ReadOnly {
+			t.Errorf("Pi's %s: read-only %v, want %v", b.Name, ro, b.ReadOnly)
+		}
 	}
 }

@@ -262,37 +262,18 @@ func (r *reaper) start(argv, env []string, dir string) (*agentProc, error) {
 }
 
 // end ends the agent as runnel's sandbox.Process.End does: its input
-// closes, it has sandbox.TermAfter to exit by itself, then SIGTERM and
-// the rest of the grace, then its group is killed; and it returns once
+// closes, sandbox.AwaitExit gives it grace to exit (SIGTERM after
+// sandbox.TermAfter), then its group is killed; and it returns once
 // every process of its tree has been reaped.
 func (p *agentProc) end(grace time.Duration) error {
 	p.stdin.Close()
-	deadline := time.Now().Add(grace)
-	if !p.waitExit(min(grace, sandbox.TermAfter)) {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		p.waitExit(time.Until(deadline))
-	}
+	sandbox.AwaitExit(p.exited, func() { _ = p.cmd.Process.Signal(syscall.SIGTERM) }, grace)
 	pgid := p.cmd.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	<-p.exited
 	err := p.r.reapOrphans(5 * time.Second)
 	p.stdout.Close()
 	return err
-}
-
-// waitExit waits up to d for the agent to exit and reports whether it did.
-func (p *agentProc) waitExit(d time.Duration) bool {
-	if d <= 0 {
-		return false
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-p.exited:
-		return true
-	case <-t.C:
-		return false
-	}
 }
 
 // reapOrphans kills and waits for every child of this process that it

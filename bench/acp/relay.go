@@ -299,25 +299,11 @@ type relayProc struct {
 }
 
 func startRelay(ctx context.Context, dir, callback string, poll time.Duration) (*relayProc, error) {
-	self, err := os.Executable()
+	cmd, stdin, lines, err := benchkit.StartSelf(ctx, "-relay-serve", "-relay-dir", dir, "-callback", callback, "-poll", poll.String())
 	if err != nil {
-		return nil, fmt.Errorf("find own executable: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, self, "-relay-serve", "-relay-dir", dir, "-callback", callback, "-poll", poll.String())
-	cmd.Stderr = os.Stderr
-	cmd.WaitDelay = 5 * time.Second
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the relay: %w", err)
 	}
-	return &relayProc{cmd: cmd, stdin: stdin, lines: bufio.NewReader(stdout)}, nil
+	return &relayProc{cmd: cmd, stdin: stdin, lines: lines}, nil
 }
 
 func (p *relayProc) name() string { return "file relay" }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -92,25 +91,12 @@ type fakes struct {
 
 // startFakes re-executes this program in its -serve-fakes role.
 func startFakes(ctx context.Context, steps int) (*fakes, error) {
-	self, err := os.Executable()
+	cmd, stdin, stdout, err := benchkit.StartSelf(ctx, "-serve-fakes", "-steps", strconv.Itoa(steps))
 	if err != nil {
-		return nil, fmt.Errorf("find own executable: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, self, "-serve-fakes", "-steps", strconv.Itoa(steps))
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start fakes: %w", err)
 	}
 	f := &fakes{cmd: cmd, stdin: stdin}
-	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	line, err := stdout.ReadBytes('\n')
 	if err == nil {
 		err = json.Unmarshal(line, &f.fakeURLs)
 	}

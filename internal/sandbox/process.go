@@ -96,20 +96,42 @@ func StartProcess(ws *Workspace, argv []string, opts *ProcessOptions) (*Process,
 	return p, nil
 }
 
-// TermAfter is how long Process.End waits for a program whose input it
-// closed to exit by itself before it sends SIGTERM.
+// TermAfter is how long AwaitExit waits for a program whose input was
+// closed to exit by itself before it asks it to.
 const TermAfter = 100 * time.Millisecond
 
-// waitExit waits up to d for the program to exit and reports whether it
-// did.
-func (p *Process) waitExit(d time.Duration) bool {
-	if d <= 0 {
+// AwaitExit gives a program whose input was closed up to grace to exit
+// (exited closes when it has): most exit as soon as their input ends; one
+// that does not (codex-acp 2.6 keeps running for seconds) is asked to with
+// term after TermAfter, so its caller does not wait out the whole grace
+// for a program it no longer needs. It reports whether the program
+// exited; what did not is the caller's to kill.
+func AwaitExit(exited <-chan struct{}, term func(), grace time.Duration) bool {
+	deadline := time.Now().Add(grace)
+	if waitClosed(exited, min(grace, TermAfter)) {
+		return true
+	}
+	if grace <= 0 {
 		return false
+	}
+	term()
+	return waitClosed(exited, time.Until(deadline))
+}
+
+// waitClosed waits up to d for ch to close and reports whether it did.
+func waitClosed(ch <-chan struct{}, d time.Duration) bool {
+	if d <= 0 {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-p.exited:
+	case <-ch:
 		return true
 	case <-t.C:
 		return false
@@ -140,17 +162,7 @@ func (p *Process) ExitCode() int {
 func (p *Process) End(grace time.Duration) error {
 	p.endOnce.Do(func() {
 		p.Stdin.Close()
-		if grace > 0 {
-			// Most programs exit as soon as their input ends. One that does
-			// not (codex-acp 2.6 keeps running for seconds) is asked to with
-			// SIGTERM, so the run does not wait out the whole grace for a
-			// program it no longer needs; what ignores that is killed.
-			deadline := time.Now().Add(grace)
-			if !p.waitExit(min(grace, TermAfter)) {
-				_ = p.cmd.Process.Signal(syscall.SIGTERM)
-				p.waitExit(time.Until(deadline))
-			}
-		}
+		AwaitExit(p.exited, func() { _ = p.cmd.Process.Signal(syscall.SIGTERM) }, grace)
 		err := p.scope.kill(p.Pid())
 		<-p.exited
 		p.endErr = errors.Join(err, p.scope.end())

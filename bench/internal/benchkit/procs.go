@@ -1,11 +1,13 @@
 package benchkit
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"strconv"
 	"syscall"
@@ -89,4 +91,28 @@ func CallbackHandler(name, output string) http.Handler {
 			Call call `json:"call"`
 		}{call{in.Data.ID, status{"STATUS_CODE_OK"}, data{"tool", in.Data.ID, output}}})
 	})
+}
+
+// StartSelf starts this program again with args — a driver serving one
+// side of a benchmark in a process of its own, whose CPU can then be read
+// apart — talking over its standard input and output.
+func StartSelf(ctx context.Context, args ...string) (cmd *exec.Cmd, stdin io.WriteCloser, stdout *bufio.Reader, err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("find own executable: %w", err)
+	}
+	cmd = exec.CommandContext(ctx, self, args...)
+	cmd.Stderr = os.Stderr
+	cmd.WaitDelay = 5 * time.Second
+	if stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, nil, nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, nil, fmt.Errorf("start %s %s: %w", self, args[0], err)
+	}
+	return cmd, stdin, bufio.NewReader(out), nil
 }

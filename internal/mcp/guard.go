@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/runnel/runnel/internal/netguard"
 )
 
 // AllowlistVariable names the setting that lets MCP connections reach a
@@ -155,68 +157,17 @@ func (o GuardOptions) allowlisted(host, port string) bool {
 
 // The address classes the guard refuses, as the noun phrase a message uses.
 const (
-	kindUnspecified = "an unspecified address"
-	kindLoopback    = "a loopback address"
-	kindMetadata    = "a cloud metadata address"
-	kindLinkLocal   = "a link-local address"
-	kindPrivate     = "a private address"
-	kindCGNAT       = "a carrier-grade NAT (shared) address"
-	kindMulticast   = "a multicast address"
-	kindReserved    = "a reserved address"
+	kindUnspecified = netguard.KindUnspecified
+	kindLoopback    = netguard.KindLoopback
+	kindMetadata    = netguard.KindMetadata
+	kindLinkLocal   = netguard.KindLinkLocal
+	kindPrivate     = netguard.KindPrivate
+	kindCGNAT       = netguard.KindCGNAT
+	kindMulticast   = netguard.KindMulticast
+	kindReserved    = netguard.KindReserved
 )
 
-// classify returns the class of an address runnel refuses to connect to,
-// or "" for a public address. IPv4-mapped IPv6 (::ffff:127.0.0.1) and NAT64
-// (64:ff9b::7f00:1, which a NAT64 gateway turns into 127.0.0.1 on its side)
-// are judged by the IPv4 address they carry.
-func classify(a netip.Addr) string {
-	a = a.WithZone("")
-	if a.Is4In6() {
-		a = a.Unmap()
-	}
-	if a.Is6() && netip.MustParsePrefix("64:ff9b::/96").Contains(a) {
-		b := a.As16()
-		a = netip.AddrFrom4([4]byte(b[12:16]))
-	}
-	// The cloud instance-metadata endpoints (AWS, GCP, Azure and others;
-	// AWS over IPv6; Alibaba Cloud) come before their enclosing ranges so
-	// the message says what they are.
-	switch a {
-	case netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("fd00:ec2::254"),
-		netip.MustParseAddr("100.100.100.200"):
-		return kindMetadata
-	}
-	// Checked in order; the first match names the class.
-	ranges := [...]struct {
-		prefix string
-		kind   string
-	}{
-		{"0.0.0.0/8", kindUnspecified}, // "this network"; 0.0.0.0 dials the local host
-		{"127.0.0.0/8", kindLoopback},
-		{"10.0.0.0/8", kindPrivate},
-		{"172.16.0.0/12", kindPrivate},
-		{"192.168.0.0/16", kindPrivate},
-		{"169.254.0.0/16", kindLinkLocal},
-		{"100.64.0.0/10", kindCGNAT},
-		{"192.0.0.0/24", kindReserved},  // IETF protocol assignments
-		{"198.18.0.0/15", kindReserved}, // benchmarking, often used internally
-		{"224.0.0.0/4", kindMulticast},
-		{"240.0.0.0/4", kindReserved}, // includes the broadcast address
-		{"::/128", kindUnspecified},
-		{"::1/128", kindLoopback},
-		{"::/96", kindReserved}, // deprecated IPv4-compatible addresses
-		{"fc00::/7", kindPrivate},
-		{"fec0::/10", kindPrivate}, // deprecated site-local
-		{"fe80::/10", kindLinkLocal},
-		{"ff00::/8", kindMulticast},
-	}
-	for _, r := range ranges {
-		if netip.MustParsePrefix(r.prefix).Contains(a) {
-			return r.kind
-		}
-	}
-	return ""
-}
+func classify(a netip.Addr) string { return netguard.Classify(a) }
 
 // classifyName refuses host names that need no DNS to be known as local:
 // localhost and the cloud metadata names.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -107,9 +108,10 @@ func RunCommand(ctx context.Context, ws *Workspace, command string, opts *Comman
 		pw.Close()
 		return CommandResult{}, fmt.Errorf("starting the command: %w", err)
 	}
-	cmd := exec.CommandContext(tctx, "/bin/sh", "-c", command)
+	argv, env := ws.isolated(ws.Dir(), []string{"/bin/sh", "-c", command}, commandEnv(ws, o.Env), nil)
+	cmd := exec.CommandContext(tctx, argv[0], argv[1:]...)
 	cmd.Dir = ws.Dir()
-	cmd.Env = commandEnv(ws, o.Env)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = pw, pw
 	cmd.SysProcAttr = sc.sysProcAttr()
 	cmd.Cancel = func() error { return sc.kill(cmd.Process.Pid) }
@@ -184,6 +186,24 @@ func maxOutput(o CommandOptions) int {
 func commandEnv(ws *Workspace, extra []string) []string {
 	env := []string{"PATH=" + DefaultPath, "HOME=" + ws.Dir(), "LANG=C.UTF-8", "TERM=dumb"}
 	return append(env, extra...)
+}
+
+// isolated returns argv and env as they run in ws: unchanged on the
+// local sandbox; through bwrap and Init on the isolated one, with the
+// proxy's variables, and with extra (a program's own mounts) added to
+// the workspace's isolation.
+func (w *Workspace) isolated(dir string, argv, env []string, extra *Isolation) ([]string, []string) {
+	if w.isolation == nil {
+		return argv, env
+	}
+	is := *w.isolation
+	if extra != nil {
+		is.ReadOnly = slices.Concat(is.ReadOnly, extra.ReadOnly)
+		is.Writable = slices.Concat(is.Writable, extra.Writable)
+		is.Forwards = slices.Concat(is.Forwards, extra.Forwards)
+		is.Sockets = slices.Concat(is.Sockets, extra.Sockets)
+	}
+	return is.wrap(w.Dir(), dir, argv), append(env, is.proxyEnv()...)
 }
 
 // killGroup sends SIGKILL to the process group led by pid. A group that

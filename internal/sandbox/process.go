@@ -20,6 +20,10 @@ type ProcessOptions struct {
 	Dir string
 	// Stderr receives the program's standard error; nil discards it.
 	Stderr io.Writer
+	// Isolation adds to the workspace's isolation, when it has one, the
+	// program's own ReadOnly and Writable directories (its installation,
+	// its HOME), Forwards and Sockets; its other fields are ignored.
+	Isolation *Isolation
 }
 
 // Process is a long-lived program a run talks to over its standard input
@@ -53,12 +57,14 @@ func StartProcess(ws *Workspace, argv []string, opts *ProcessOptions) (*Process,
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = o.Dir
-	if cmd.Dir == "" {
-		cmd.Dir = ws.Dir()
+	dir := o.Dir
+	if dir == "" {
+		dir = ws.Dir()
 	}
-	cmd.Env = o.Env
+	argv, env := ws.isolated(dir, argv, o.Env, o.Isolation)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = env
 	if cmd.Env == nil {
 		cmd.Env = []string{}
 	}

@@ -30,6 +30,11 @@ type WorkspaceOptions struct {
 	// start (ProbeContainment, once per process). Nil means the process
 	// group, which processes that call setsid escape.
 	Containment *Containment
+	// Isolation runs the workspace's commands and programs in the
+	// isolated sandbox; nil runs them on the host (the local sandbox).
+	// The root the workspace is created under is hidden inside, so that a
+	// run never sees another's workspace.
+	Isolation *Isolation
 }
 
 // DefaultSkillDirs are where WriteSkills puts a named skill: the Agent
@@ -46,6 +51,8 @@ type Workspace struct {
 	skillDirs []string
 	// containment is WorkspaceOptions.Containment.
 	containment *Containment
+	// isolation is WorkspaceOptions.Isolation, with the root hidden.
+	isolation *Isolation
 
 	closeOnce sync.Once
 	closeErr  error
@@ -58,6 +65,11 @@ func NewWorkspace(root string, opts *WorkspaceOptions) (*Workspace, error) {
 	var o WorkspaceOptions
 	if opts != nil {
 		o = *opts
+	}
+	if o.Isolation != nil {
+		if err := o.Isolation.check(); err != nil {
+			return nil, fmt.Errorf("isolating the workspace: %w", err)
+		}
 	}
 	if root == "" {
 		root = defaultWorkspaceRoot()
@@ -89,7 +101,13 @@ func NewWorkspace(root string, opts *WorkspaceOptions) (*Workspace, error) {
 	if skillDirs == nil {
 		skillDirs = DefaultSkillDirs()
 	}
-	return &Workspace{dir: real, root: r, lock: lock, keep: o.Keep, skillDirs: skillDirs, containment: o.Containment}, nil
+	w := &Workspace{dir: real, root: r, lock: lock, keep: o.Keep, skillDirs: skillDirs, containment: o.Containment}
+	if o.Isolation != nil {
+		is := *o.Isolation
+		is.Hide = append([]string{filepath.Dir(real)}, is.Hide...)
+		w.isolation = &is
+	}
+	return w, nil
 }
 
 // ensurePrivateDir creates the shared default root and refuses one that

@@ -1,0 +1,50 @@
+package sandbox
+
+import "errors"
+
+// IsolatorOptions configures ProbeIsolator. The zero value finds bwrap on
+// PATH and uses the running binary as the sandbox's init.
+type IsolatorOptions struct {
+	// Bwrap is the bubblewrap binary; empty means "bwrap" on PATH.
+	Bwrap string
+	// Helper is the binary that runs Init inside the sandbox when given
+	// InitCommand as its first argument: runnel itself (the default, the
+	// running executable), or a test binary that does the same.
+	Helper string
+}
+
+// Isolator is the host's isolated backend: bubblewrap for the namespaces
+// and mounts, landlock (where the kernel has it) as a second layer, set
+// by Init inside. Probe it once at start-up; it is immutable.
+type Isolator struct {
+	bwrap, helper string
+	landlock      bool
+	landlockABI   int
+	supported     bool
+	detail        string
+}
+
+// errNoIsolation is why a host without Linux namespaces has no isolated
+// sandbox.
+var errNoIsolation = errors.New("the isolated sandbox needs Linux namespaces")
+
+// Supported reports whether the isolated sandbox works on this host.
+func (i *Isolator) Supported() bool { return i != nil && i.supported }
+
+// Landlock is the landlock ABI version Init restricts to, 0 when the
+// kernel has none (the mounts are then the only layer).
+func (i *Isolator) Landlock() int {
+	if i == nil || !i.landlock {
+		return 0
+	}
+	return i.landlockABI
+}
+
+// Detail says what was found, or why the isolated sandbox is not
+// available, for the start-up log and /health.
+func (i *Isolator) Detail() string {
+	if i == nil {
+		return "the isolated sandbox was not probed"
+	}
+	return i.detail
+}

@@ -488,6 +488,7 @@ func (cfg *Config) runOptions(log *slog.Logger, h *host) *run.Options {
 	return &run.Options{
 		Logger:         log,
 		Containment:    h.containment,
+		Isolator:       h.isolator,
 		ScriptLimiter:  h.scripts,
 		InteractionTTL: cfg.InteractionTTL,
 		ProviderKeys:   cfg.ProviderKeys,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 // code-mode scripts.
 type host struct {
 	containment *sandbox.Containment
+	isolator    *sandbox.Isolator
 	scripts     *codemode.Limiter
 	agents      *agents.Registry
 	root        bool
@@ -37,8 +39,13 @@ func setUpHost(cfg *Config, log *slog.Logger) (*host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process containment: %w", err)
 	}
-	h := &host{containment: c, scripts: codemode.NewLimiter(0), root: os.Geteuid() == 0}
+	iso, err := sandbox.ProbeIsolator(context.Background(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("isolated sandbox: %w", err)
+	}
+	h := &host{containment: c, isolator: iso, scripts: codemode.NewLimiter(0), root: os.Geteuid() == 0}
 	log.Info("process containment", slog.String("mechanism", string(c.Mechanism())), slog.String("detail", c.Detail()))
+	log.Info("isolated sandbox", slog.Bool("available", iso.Supported()), slog.String("detail", iso.Detail()))
 	if n, err := c.SweepStaleCgroups(); err != nil || n > 0 {
 		log.Warn("swept the cgroups of dead runnel processes", slog.Int("removed", n), slog.Any("err", err))
 	}
@@ -80,8 +87,13 @@ func (h *host) sandboxInfo() *server.SandboxInfo {
 	case h.root:
 		separation = "none: runnel runs as root, so a local run's processes can read runnel's memory and other runs' credentials; run runnel as an unprivileged user"
 	}
+	backends := []string{"local"}
+	if h.isolator.Supported() {
+		backends = append(backends, "isolated")
+	}
 	return &server.SandboxInfo{
-		Backends:           []string{"local"},
+		Backends:           backends,
+		Isolated:           h.isolator.Detail(),
 		ProcessContainment: string(h.containment.Mechanism()),
 		Guarantee:          h.containment.Guarantee(),
 		LocalSeparation:    separation,

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/runnel/runnel/internal/sandbox"
 )
 
 // version is set at build time with -ldflags "-X main.version=…"; the
@@ -18,6 +20,11 @@ import (
 var version = "0.1.0-dev"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == sandbox.InitCommand {
+		// Inside an isolated sandbox, before anything else: bwrap runs
+		// runnel's own binary as the sandbox's init.
+		os.Exit(sandbox.Init(os.Args[2:]))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// After the first signal starts a drain, a second one kills the process
 	// the default way, for when the drain takes too long for the operator.

@@ -20,11 +20,17 @@ import (
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/run"
+	"github.com/runnel/runnel/internal/sandbox"
 	"github.com/runnel/runnel/internal/server"
 	"github.com/runnel/runnel/internal/testlog"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == sandbox.InitCommand {
+		os.Exit(sandbox.Init(os.Args[2:])) // the isolated sandbox's init, as in main
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // fakeRunner answers every request with "echo: <last user text>", or with
 // the result or error it is given; it records the options it was built with.

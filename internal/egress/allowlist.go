@@ -39,7 +39,7 @@ func ParseAllowlist(entries []string) (*Allowlist, error) {
 		case strings.Contains(e, "/"):
 			p, err := netip.ParsePrefix(e)
 			if err != nil {
-				return nil, fmt.Errorf("allowlist entry %q is not a CIDR range (like 10.0.0.0/8)", raw)
+				return nil, fmt.Errorf("allowlist entry %q is not a host name, *.domain, IP address or CIDR range (like 10.0.0.0/8)", raw)
 			}
 			a.prefixes = append(a.prefixes, p.Masked())
 		case isAddr(e):

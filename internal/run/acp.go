@@ -42,7 +42,7 @@ func (m *Manager) runACP(ctx context.Context, p *plan, sink runnel.Sink) (*runne
 		return nil, invalid("%s.", upperFirst(strings.TrimSuffix(err.Error(), ".")))
 	}
 	p.req.HarnessFiles, p.notices = agentSafeFiles(p.req.HarnessFiles, p.notices)
-	ws, closeWS, err := m.openWorkspace(p, true)
+	ws, closeWS, err := m.openWorkspace(p, true, sink)
 	if err != nil {
 		return nil, err
 	}

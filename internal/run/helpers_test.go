@@ -15,9 +15,13 @@ import (
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/llmtest"
+	"github.com/runnel/runnel/internal/sandbox"
 )
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == sandbox.InitCommand {
+		os.Exit(sandbox.Init(os.Args[2:])) // the isolated sandbox's init (sandbox_test.go)
+	}
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
 		if fakeAgent.dir != "" {
 			os.RemoveAll(fakeAgent.dir)

@@ -15,12 +15,14 @@ import (
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/agents"
 	"github.com/runnel/runnel/internal/codemode"
+	"github.com/runnel/runnel/internal/egress"
 	"github.com/runnel/runnel/internal/harness"
 	"github.com/runnel/runnel/internal/harness/native"
 	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/permission"
 	"github.com/runnel/runnel/internal/provider"
 	"github.com/runnel/runnel/internal/redact"
+	"github.com/runnel/runnel/internal/sandbox"
 	"github.com/runnel/runnel/internal/tools"
 )
 
@@ -55,6 +57,10 @@ type plan struct {
 	maxSteps int
 	total    time.Duration
 	idle     time.Duration
+	// isolation is the run's isolated sandbox, nil on local; allow is
+	// its network allowlist (NetworkAllowlist).
+	isolation *sandbox.Isolation
+	allow     *egress.Allowlist
 	// notices tell the caller what the run accepted but does not act on.
 	notices []string
 	// runID names the run in logs and in an internal error's sentence.
@@ -100,7 +106,7 @@ func (m *Manager) plan(req *runnel.RunRequest, runID string) (*plan, error) {
 	p.log = slog.New(p.red.Handler(m.log.Handler())).With(
 		"run_id", p.runID, "session_id", p.sessionID, "trace_id", p.traceID, "harness", p.harness, "model", req.Model)
 	checks := []func(*plan) error{
-		checkMessages, checkSandbox, checkFiles, m.checkMCP, m.checkLimits,
+		checkMessages, m.checkSandbox, checkFiles, m.checkMCP, m.checkLimits,
 	}
 	for _, check := range checks {
 		if err := check(p); err != nil {
@@ -108,6 +114,9 @@ func (m *Manager) plan(req *runnel.RunRequest, runID string) (*plan, error) {
 		}
 	}
 	if err := m.planTools(p); err != nil {
+		return nil, err
+	}
+	if err := checkSandboxReach(p); err != nil {
 		return nil, err
 	}
 	ref, err := resolveModel(req, connectionOf(req), m.opts.ProviderKeys)
@@ -177,34 +186,6 @@ func (m *Manager) checkHarness(p *plan) error {
 func checkMessages(p *plan) error {
 	if _, ok := native.LatestUserText(p.req.Messages); !ok {
 		return invalid("No user message to send (prompt/messages empty).")
-	}
-	return nil
-}
-
-// checkSandbox refuses every boundary the chosen sandbox cannot enforce
-// (DESIGN §6): a declared boundary is never silently accepted.
-func checkSandbox(p *plan) error {
-	switch strings.ToLower(strings.TrimSpace(p.req.Sandbox)) {
-	case "", "local":
-	case "isolated":
-		return invalid(`Sandbox "isolated" is not available in this build yet; use sandbox "local" (and no sandboxPermission restrictions).`)
-	default:
-		return invalid(`Unknown sandbox %q; use "local" or "isolated".`, p.req.Sandbox)
-	}
-	sp := p.req.SandboxPermission
-	if sp == nil {
-		return nil
-	}
-	switch sp.Enforcement {
-	case "", "strict", "best_effort":
-	default:
-		return invalid(`Unknown sandboxPermission.enforcement %q; use "strict" or "best_effort".`, sp.Enforcement)
-	}
-	if sp.Filesystem != "" {
-		return invalid(`Filesystem sandbox policy is not enforceable on the local sandbox; use sandbox "isolated", or remove sandboxPermission.filesystem.`)
-	}
-	if sp.Network != nil && sp.Network.Mode != "" && sp.Network.Mode != "on" {
-		return invalid(`Network sandbox policy is not enforceable on the local sandbox (runnel runs on this host with no egress control); use sandbox "isolated", or remove sandboxPermission.network.`)
 	}
 	return nil
 }

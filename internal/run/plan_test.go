@@ -87,7 +87,7 @@ func TestRefusals(t *testing.T) {
 			r.SandboxPermission = &runnel.SandboxPermission{Network: &runnel.NetworkPolicy{Mode: "allowlist", Allowlist: []string{"10.0.0.0/8"}}}
 		}, `Network sandbox policy is not enforceable on the local sandbox (runnel runs on this host with no egress control); use sandbox "isolated", or remove sandboxPermission.network.`},
 		{"isolated sandbox", func(r *runnel.RunRequest) { r.Sandbox = "isolated" },
-			`Sandbox "isolated" is not available in this build yet; use sandbox "local" (and no sandboxPermission restrictions).`},
+			`Sandbox "isolated" is not available on this host (the isolated sandbox was not probed); use sandbox "local" without sandboxPermission restrictions, or run runnel where bubblewrap and user namespaces work.`},
 		{"unknown sandbox", func(r *runnel.RunRequest) { r.Sandbox = "docker" },
 			`Unknown sandbox "docker"; use "local" or "isolated".`},
 		{"unknown enforcement", func(r *runnel.RunRequest) {

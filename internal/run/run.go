@@ -158,6 +158,9 @@ type Options struct {
 	// (sandbox.ProbeContainment, once per process); nil kills their
 	// process group only.
 	Containment *sandbox.Containment
+	// Isolator is the host's isolated sandbox (sandbox.ProbeIsolator);
+	// nil or unsupported refuses sandbox "isolated".
+	Isolator *sandbox.Isolator
 	// Agents are the ACP agents the manager may run (DESIGN §7); nil
 	// means the native harness only.
 	Agents *agents.Registry
@@ -266,7 +269,7 @@ func (m *Manager) Run(ctx context.Context, req *runnel.RunRequest, sink runnel.S
 	sink = tracedSink{next: sink, traceID: p.traceID}
 	sink = red.Sink(sink)
 
-	ws, closeWS, err := m.openWorkspace(p, false)
+	ws, closeWS, err := m.openWorkspace(p, false, sink)
 	if err != nil {
 		return nil, err
 	}

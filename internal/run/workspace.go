@@ -22,22 +22,27 @@ func needsWorkspace(p *plan) bool {
 	return len(p.grants) > 0 || len(r.Skills) > 0 || len(r.HarnessFiles) > 0 || strings.TrimSpace(r.AgentsMd) != ""
 }
 
-// openWorkspace creates the run's workspace (DESIGN §6, "local") and
-// writes the request's skills, harnessFiles and agentsMd into it, or
-// returns nil when the run needs none (an ACP run always does: it is the
+// openWorkspace creates the run's workspace (DESIGN §6), isolated when
+// the plan says so, with its egress proxy (whose refusals are notices on
+// sink), and writes the request's skills, harnessFiles and agentsMd into
+// it, or returns nil when the run needs none (an ACP run always does: it is the
 // agent's working directory). The caller defers closeWS (a no-op when
 // there is no workspace): it removes the workspace unless
 // Options.KeepWorkspace, and logs a failure to. A file that cannot be
 // written refuses the run before anything ran.
-func (m *Manager) openWorkspace(p *plan, always bool) (ws *sandbox.Workspace, closeWS func(), err error) {
+func (m *Manager) openWorkspace(p *plan, always bool, sink runnel.Sink) (ws *sandbox.Workspace, closeWS func(), err error) {
 	closeWS = func() {}
 	if !always && !needsWorkspace(p) {
 		return nil, closeWS, nil
 	}
-	ws, err = sandbox.NewWorkspace(m.opts.WorkspaceRoot, &sandbox.WorkspaceOptions{
-		Keep: m.opts.KeepWorkspace, Containment: m.opts.Containment,
-	})
+	is, stopEgress, err := startEgress(p, func(n string) { sink.Emit(runnel.Event{Type: runnel.EventNotice, Text: n}) })
+	if err == nil {
+		ws, err = sandbox.NewWorkspace(m.opts.WorkspaceRoot, &sandbox.WorkspaceOptions{
+			Keep: m.opts.KeepWorkspace, Containment: m.opts.Containment, Isolation: is,
+		})
+	}
 	if err != nil {
+		stopEgress()
 		p.log.Error("workspace", "err", err)
 		return nil, closeWS, &runnel.Error{Code: runnel.CodeInternal, Err: err}
 	}
@@ -52,6 +57,7 @@ func (m *Manager) openWorkspace(p *plan, always bool) (ws *sandbox.Workspace, cl
 	for _, s := range steps {
 		if err := s.write(); err != nil {
 			_ = ws.Close()
+			stopEgress()
 			return nil, closeWS, invalid("The %s could not be written into the workspace: %s.", s.what, strings.TrimSuffix(err.Error(), "."))
 		}
 	}
@@ -59,6 +65,7 @@ func (m *Manager) openWorkspace(p *plan, always bool) (ws *sandbox.Workspace, cl
 		if err := ws.Close(); err != nil {
 			p.log.Warn("workspace cleanup", "err", err)
 		}
+		stopEgress()
 	}, nil
 }
 

@@ -1,5 +1,5 @@
 // Package sandbox gives a run its workspace and runs commands in it
-// (DESIGN §6, the "local" sandbox).
+// (DESIGN §6).
 //
 // A Workspace is a fresh private directory per run. Every path a model or a
 // request supplies goes through Resolve (or Rel), which follows symlinks
@@ -36,6 +36,10 @@
 //	}
 //	res, err := sandbox.RunCommand(ctx, ws, "go test ./...", &sandbox.CommandOptions{Timeout: time.Minute})
 //
-// The isolated sandbox (namespaces, landlock) is not built yet; on "local"
-// a command runs on the host with the runnel process's user.
+// On "local" a command runs on the host with the runnel process's user.
+// A workspace with an Isolation (WorkspaceOptions) runs its commands and
+// programs in the isolated sandbox instead: bubblewrap's namespaces and
+// mounts, then Init (runnel's own binary, re-executed inside) for the
+// rlimits, the loopback forwarders to the egress proxy and landlock.
+// ProbeIsolator, once at start-up, says whether this host can.
 package sandbox

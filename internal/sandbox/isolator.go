@@ -1,7 +1,5 @@
 package sandbox
 
-import "errors"
-
 // IsolatorOptions configures ProbeIsolator. The zero value finds bwrap on
 // PATH and uses the running binary as the sandbox's init.
 type IsolatorOptions struct {
@@ -23,10 +21,6 @@ type Isolator struct {
 	supported     bool
 	detail        string
 }
-
-// errNoIsolation is why a host without Linux namespaces has no isolated
-// sandbox.
-var errNoIsolation = errors.New("the isolated sandbox needs Linux namespaces")
 
 // Supported reports whether the isolated sandbox works on this host.
 func (i *Isolator) Supported() bool { return i != nil && i.supported }

@@ -4,9 +4,14 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 )
+
+// errNoIsolation is why a host without Linux namespaces has no isolated
+// sandbox.
+var errNoIsolation = errors.New("the isolated sandbox needs Linux namespaces")
 
 // ProbeIsolator reports that there is no isolated sandbox here.
 func ProbeIsolator(ctx context.Context, opts *IsolatorOptions) (*Isolator, error) {

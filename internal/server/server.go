@@ -111,6 +111,9 @@ type AgentInfo struct {
 // can tell before trusting it with a tenant.
 type SandboxInfo struct {
 	Backends []string `json:"backends"`
+	// Isolated says what the isolated sandbox is built on here (bwrap,
+	// landlock ABI), or why this host has none.
+	Isolated string `json:"isolated"`
 	// ProcessContainment is how the processes a command starts are ended
 	// (cgroup, subreaper, process-group) and Guarantee what that means.
 	ProcessContainment string `json:"processContainment"`

@@ -1,0 +1,136 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/llmtest"
+	"github.com/runnel/runnel/internal/sandbox"
+)
+
+// isolator probes the isolated sandbox with this test binary as its
+// init; see sandbox.requireIsolation for the skip rule.
+func isolator(t *testing.T) *sandbox.Isolator {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, err := sandbox.ProbeIsolator(context.Background(), &sandbox.IsolatorOptions{Helper: exe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !i.Supported() {
+		if os.Getenv("RUNNEL_TEST_REQUIRE_ISOLATION") != "" {
+			t.Fatalf("isolated sandbox unavailable: %s", i.Detail())
+		}
+		t.Skipf("isolated sandbox unavailable: %s", i.Detail())
+	}
+	return i
+}
+
+// TestIsolatedRunBash runs bash through a whole run under each network
+// policy: with the network off the namespace has no route; with an
+// allowlist a connection off it fails inside and comes back as a notice
+// naming what was refused.
+func TestIsolatedRunBash(t *testing.T) {
+	iso := isolator(t)
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	forbidden := ln.Addr().String()
+	probe := `awk 'NR>1' /proc/net/route | wc -l; test -w / && echo root-writable; ` +
+		`bash -c 'exec 3<>/dev/tcp/127.0.0.1/3128 && printf "CONNECT ` + forbidden + ` HTTP/1.1\r\n\r\n" >&3 && head -1 <&3'`
+	for _, c := range []struct {
+		name   string
+		policy *runnel.SandboxPermission
+		notice bool
+	}{
+		{"off", &runnel.SandboxPermission{Network: &runnel.NetworkPolicy{Mode: "off"}}, false},
+		{"allowlist", &runnel.SandboxPermission{Network: &runnel.NetworkPolicy{Mode: "allowlist", Allowlist: []string{"api.example.com"}}}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			call, _ := json.Marshal(map[string]string{"command": probe})
+			llm := llmtest.NewServer(pauseScript(toolCall("c_sh", "bash", string(call))))
+			defer llm.Close()
+			req := baseRequest(llm, APIOpenAIChat, "Probe the network")
+			req.Tools = []string{"bash"}
+			req.Permissions = json.RawMessage(`{"default":"allow"}`)
+			req.Sandbox = "isolated"
+			req.SandboxPermission = c.policy
+			var events []runnel.Event
+			res, err := overHTTP(t, NewManager(&Options{WorkspaceRoot: t.TempDir(), Isolator: iso})).Run(context.Background(), req,
+				runnel.SinkFunc(func(e runnel.Event) { events = append(events, e) }))
+			if err != nil || res.Status != runnel.StatusCompleted {
+				t.Fatalf("run: %v %+v", err, res)
+			}
+			out := res.Messages[1].Content[0].OutputText()
+			if !strings.HasPrefix(out, "0\n") || strings.Contains(out, "root-writable") || strings.Contains(out, " 200 ") {
+				t.Errorf("bash said %q: want no route, a read-only root, no tunnel", out)
+			}
+			var notices []string
+			for _, e := range events {
+				if e.Type == runnel.EventNotice && strings.Contains(e.Text, "refused a connection to "+forbidden) {
+					notices = append(notices, e.Text)
+				}
+			}
+			if c.notice != (len(notices) == 1) {
+				t.Errorf("denial notices %q, want one: %v", notices, c.notice)
+			}
+		})
+	}
+}
+
+// TestIsolatedRefusals: what the isolated sandbox cannot enforce, or a
+// run that would reach around it, is refused with a sentence.
+func TestIsolatedRefusals(t *testing.T) {
+	iso := isolator(t)
+	llm := llmtest.NewServer(pauseScript())
+	defer llm.Close()
+	for _, c := range []struct {
+		name string
+		edit func(*runnel.RunRequest)
+		want string
+	}{
+		{"bad allowlist entry", func(r *runnel.RunRequest) {
+			r.SandboxPermission = &runnel.SandboxPermission{Network: &runnel.NetworkPolicy{Mode: "allowlist", Allowlist: []string{"http://x"}}}
+		}, `sandboxPermission.network: allowlist entry "http://x" is not a host name, *.domain, IP address or CIDR range (like 10.0.0.0/8).`},
+		{"allowlist without mode", func(r *runnel.RunRequest) {
+			r.SandboxPermission = &runnel.SandboxPermission{Network: &runnel.NetworkPolicy{Mode: "off", Allowlist: []string{"x.test"}}}
+		}, `sandboxPermission.network.allowlist is only used with mode "allowlist"; set mode "allowlist", or remove the allowlist.`},
+		{"unknown filesystem", func(r *runnel.RunRequest) {
+			r.SandboxPermission = &runnel.SandboxPermission{Filesystem: "partial"}
+		}, `Unknown sandboxPermission.filesystem "partial"; use "on", "readonly" or "off".`},
+		{"callback tool under network off", func(r *runnel.RunRequest) {
+			r.SandboxPermission = &runnel.SandboxPermission{Network: &runnel.NetworkPolicy{Mode: "off"}}
+			r.CustomTools = []runnel.ToolSpec{{Name: "lookup", Kind: runnel.ToolKindCallback}}
+			r.ToolCallback = &runnel.ToolCallback{Endpoint: "https://platform.example/tools/call"}
+		}, `The sandbox's network is "off", but the callback tool "lookup" would run in runnel itself, outside the sandbox, where that policy does not reach; remove them, or set sandboxPermission.enforcement to "best_effort" to accept that they run outside it.`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req := baseRequest(llm, APIOpenAIChat, "hi")
+			req.Sandbox = "isolated"
+			c.edit(req)
+			_, err := NewManager(&Options{Isolator: iso}).Run(context.Background(), req, nil)
+			if err == nil || err.Error() != c.want {
+				t.Errorf("got %v\nwant %s", err, c.want)
+			}
+		})
+	}
+	// best_effort accepts the callback tool.
+	req := baseRequest(llm, APIOpenAIChat, "hi")
+	req.Sandbox = "isolated"
+	req.SandboxPermission = &runnel.SandboxPermission{Network: &runnel.NetworkPolicy{Mode: "off"}, Enforcement: "best_effort"}
+	req.CustomTools = []runnel.ToolSpec{{Name: "lookup", Kind: runnel.ToolKindCallback}}
+	req.ToolCallback = &runnel.ToolCallback{Endpoint: "https://platform.example/tools/call"}
+	if _, err := NewManager(&Options{Isolator: iso}).Run(context.Background(), req, nil); err != nil {
+		t.Errorf("best_effort: %v", err)
+	}
+}

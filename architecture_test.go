@@ -30,10 +30,12 @@ func TestArchitecture(t *testing.T) {
 		{dir: "internal/strictjson", allowed: []string{jsonv2}},
 		{dir: "internal/redact", allowed: []string{mod}},
 		{dir: "internal/permission", allowed: []string{mod, mod + "/internal/strictjson"}},
-		{dir: "internal/sandbox", allowed: []string{mod}},
+		{dir: "internal/sandbox", allowed: []string{mod, "github.com/landlock-lsm/go-landlock/", "golang.org/x/sys/unix"}},
+		{dir: "internal/netguard", allowed: []string{}},
+		{dir: "internal/egress", allowed: []string{mod + "/internal/netguard"}},
 		{dir: "internal/conformance", allowed: []string{}},
 		{dir: "internal/llmtest", allowed: []string{}},
-		{dir: "internal/mcp", allowed: []string{mod, "github.com/modelcontextprotocol/go-sdk/"}},
+		{dir: "internal/mcp", allowed: []string{mod, mod + "/internal/netguard", "github.com/modelcontextprotocol/go-sdk/"}},
 		// Code mode knows no MCP (the run adapts tools to it) and nothing
 		// that could give a script a way out.
 		{dir: "internal/codemode", allowed: []string{"modernc.org/quickjs"},

@@ -83,14 +83,6 @@ func validName(h string) bool {
 	return true
 }
 
-// Empty reports whether the allowlist admits nothing.
-func (a *Allowlist) Empty() bool {
-	return len(a.names) == 0 && len(a.wildcards) == 0 && len(a.prefixes) == 0
-}
-
-// Addresses are the address entries, for the sandbox's forwarders.
-func (a *Allowlist) Addresses() []netip.Prefix { return a.prefixes }
-
 // admitsName reports whether a name entry or a wildcard covers host.
 func (a *Allowlist) admitsName(host string) bool {
 	host = strings.TrimSuffix(strings.ToLower(host), ".")

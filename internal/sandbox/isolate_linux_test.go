@@ -98,6 +98,10 @@ func escapes() []escape {
 		escape{"create a file outside the workspace", `echo pwned > "$OUT/new"`, writeModes},
 		escape{"read another run's workspace", `grep -q other "$OTHER"`, allModes},
 		escape{"list another run's workspace", `ls "$(dirname "$OTHER")" | grep -q file`, allModes},
+		// Only capabilities in the sandbox's user namespace would let it
+		// undo the mount that hides the other workspaces (landlock, where
+		// it applies, forbids mount changes too).
+		escape{"unmount what hides another run's workspace", `umount -l "$(dirname "$(dirname "$OTHER")")" 2>/dev/null; grep -q other "$OTHER"`, allModes},
 		escape{"read runnel's environment", `tr '\0' '\n' < /proc/$RUNNEL/environ | grep -q =`, allModes},
 		escape{"see runnel's memory", `test -e /proc/$RUNNEL/mem`, allModes},
 		escape{"connect to a loopback listener on the host", `bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT"`, allModes},

@@ -25,15 +25,6 @@ type Isolator struct {
 // Supported reports whether the isolated sandbox works on this host.
 func (i *Isolator) Supported() bool { return i != nil && i.supported }
 
-// Landlock is the landlock ABI version Init restricts to, 0 when the
-// kernel has none (the mounts are then the only layer).
-func (i *Isolator) Landlock() int {
-	if i == nil || !i.landlock {
-		return 0
-	}
-	return i.landlockABI
-}
-
 // Detail says what was found, or why the isolated sandbox is not
 // available, for the start-up log and /health.
 func (i *Isolator) Detail() string {

@@ -55,6 +55,21 @@ type Model struct {
 	Headers    map[string]string
 }
 
+// URL is where the agent calls the model: the run's base URL, or its
+// API's public one.
+func (m Model) URL() string {
+	if m.BaseURL != "" {
+		return m.BaseURL
+	}
+	switch m.API {
+	case apiAnthropic:
+		return "https://api.anthropic.com"
+	case apiGemini:
+		return "https://generativelanguage.googleapis.com"
+	}
+	return "https://api.openai.com/v1"
+}
+
 // Run is what an agent's start depends on in one run.
 type Run struct {
 	Model Model
@@ -218,9 +233,39 @@ func (l *launcher) Launch(_ context.Context, server acp.Endpoint) (*acp.Launch, 
 		Argv:          append(slices.Clone(l.agent.argv), s.args...),
 		Env:           env,
 		Mode:          s.mode,
+		ReadOnly:      l.agent.installation(),
+		Writable:      []string{home.Dir()},
 		ToolsInConfig: s.toolsInConfig,
 		Cleanup:       home.Close,
 	}, nil
+}
+
+// installation are the directories an isolated sandbox shows the agent,
+// read-only: its npm project and the Node it runs on, or, for a command
+// override, the directory of each program it names by absolute path.
+func (a *Agent) installation() []string {
+	var dirs []string
+	add := func(d string) {
+		if d == "" || !filepath.IsAbs(d) {
+			return
+		}
+		for _, have := range dirs {
+			if d == have || strings.HasPrefix(d, have+"/") {
+				return
+			}
+		}
+		dirs = append(dirs, d)
+	}
+	if a.version != "custom" {
+		add(a.reg.dir(a.spec))
+	}
+	add(a.nodeDir)
+	for _, arg := range a.argv {
+		if filepath.IsAbs(arg) {
+			add(filepath.Dir(arg))
+		}
+	}
+	return dirs
 }
 
 // recipes are the agents runnel knows, as ACP-AGENTS.md records them.

@@ -292,13 +292,18 @@ func listeningPorts() []int {
 }
 
 // portOwner is the pid holding the listening socket on port, or 0.
-func portOwner(port int) int {
+func portOwner(port int) int { return socketOwner(port, "0A") }
+
+// socketOwner is the pid holding the TCP socket of this namespace whose
+// local port is port, in state (hex, as /proc/net/tcp writes it: "0A"
+// listening, "01" established), or 0.
+func socketOwner(port int, state string) int {
 	inodes := map[string]bool{}
 	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		b, _ := os.ReadFile(f)
 		for _, line := range strings.Split(string(b), "\n")[1:] {
 			fields := strings.Fields(line)
-			if len(fields) < 10 || fields[3] != "0A" {
+			if len(fields) < 10 || fields[3] != state {
 				continue
 			}
 			_, hexPort, _ := strings.Cut(fields[1], ":")

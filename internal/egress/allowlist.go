@@ -126,3 +126,13 @@ func (a *Allowlist) admits(host string, ip netip.Addr) string {
 	}
 	return ""
 }
+
+// Covers reports whether an entry names host (a name or an address) at
+// all, before any resolution: whether a run may count on reaching it.
+// A name still admits only the public addresses it resolves to.
+func (a *Allowlist) Covers(host string) bool {
+	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return a.admitsAddr(ip)
+	}
+	return a.admitsName(host)
+}

@@ -31,8 +31,7 @@ func (m *Manager) runACP(ctx context.Context, p *plan, sink runnel.Sink) (*runne
 	}
 	sink = red.Sink(tracedSink{next: sink, traceID: p.traceID})
 	launcher, err := p.agent.Launcher(agents.Run{
-		Model: agents.Model{Provider: p.model.provider, API: agentAPI(p.model), ID: p.model.id, BaseURL: p.model.cfg.BaseURL,
-			APIKey: p.model.cfg.APIKey, APIVersion: p.model.cfg.APIVersion, Headers: p.model.cfg.Headers},
+		Model:       agentModel(p),
 		Mode:        p.req.HarnessMode,
 		OpenPlan:    p.perm.Open() && serversOpen(p.mcp),
 		Traceparent: traceparent(p.req),
@@ -77,6 +76,7 @@ func (m *Manager) runACP(ctx context.Context, p *plan, sink runnel.Sink) (*runne
 		Prompt:    acpPrompt(p),
 		Tools:     tools,
 		Servers:   servers,
+		Forwards:  p.forwards,
 		Gate:      g,
 		Notices:   p.notices,
 		Timeouts:  timeouts,
@@ -125,6 +125,12 @@ func reachable(specs []mcp.ServerSpec, pool *mcp.Pool) []acp.Server {
 		}
 	}
 	return out
+}
+
+// agentModel is the run's model as its agent is configured with it.
+func agentModel(p *plan) agents.Model {
+	return agents.Model{Provider: p.model.provider, API: agentAPI(p.model), ID: p.model.id, BaseURL: p.model.cfg.BaseURL,
+		APIKey: p.model.cfg.APIKey, APIVersion: p.model.cfg.APIVersion, Headers: p.model.cfg.Headers}
 }
 
 // agentAPI is the API an agent is configured to call for the run's model:

@@ -61,6 +61,9 @@ type plan struct {
 	// its network allowlist (NetworkAllowlist).
 	isolation *sandbox.Isolation
 	allow     *egress.Allowlist
+	// forwards are the host loopback addresses an agent in a confined
+	// sandbox reaches through the proxy (its model, MCP servers).
+	forwards []string
 	// notices tell the caller what the run accepted but does not act on.
 	notices []string
 	// runID names the run in logs and in an internal error's sentence.
@@ -116,15 +119,15 @@ func (m *Manager) plan(req *runnel.RunRequest, runID string) (*plan, error) {
 	if err := m.planTools(p); err != nil {
 		return nil, err
 	}
-	if err := checkSandboxReach(p); err != nil {
-		return nil, err
-	}
 	ref, err := resolveModel(req, connectionOf(req), m.opts.ProviderKeys)
 	if err != nil {
 		return nil, err
 	}
 	ref.cfg.HTTPClient = m.opts.HTTPClient
 	p.model = ref
+	if err := checkSandboxReach(p); err != nil {
+		return nil, err
+	}
 	planPermissions(p)
 	p.prompt = native.BuildPrompt(req)
 	p.resume, err = planResume(p.prompt.Messages, resumeOptions{

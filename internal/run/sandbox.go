@@ -1,9 +1,14 @@
 package run
 
 import (
+	"errors"
 	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/runnel/runnel"
@@ -41,12 +46,6 @@ func (m *Manager) checkSandbox(p *plan) error {
 	default:
 		return invalid(`Unknown sandbox %q; use "local" or "isolated".`, p.req.Sandbox)
 	}
-	if p.agent != nil {
-		// An agent inside needs its installation, its HOME and runnel's
-		// tool server bridged in; until then it is refused, not run
-		// outside.
-		return invalid(`Harness %q does not run in the isolated sandbox in this runnel build yet; use harness "native" with sandbox "isolated", or sandbox "local" without sandboxPermission restrictions.`, p.harness)
-	}
 	if !m.opts.Isolator.Supported() {
 		return invalid(`Sandbox "isolated" is not available on this host (%s); use sandbox "local" without sandboxPermission restrictions, or run runnel where bubblewrap and user namespaces work.`,
 			strings.TrimSuffix(m.opts.Isolator.Detail(), "."))
@@ -82,12 +81,19 @@ func (m *Manager) checkSandbox(p *plan) error {
 	return nil
 }
 
-// checkSandboxReach refuses, under a restricted network and strict
-// enforcement, a run carrying tools that runnel executes itself: they
-// run outside the sandbox, so its network policy would not bind them.
+// checkSandboxReach checks what a run must reach under a restricted
+// network. An agent runs inside the sandbox (checkAgentReach). Under
+// strict enforcement, a run carrying tools that runnel executes itself
+// is refused: they run outside the sandbox, so its network policy would
+// not bind them.
 func checkSandboxReach(p *plan) error {
 	if p.isolation == nil || p.isolation.Network == sandbox.NetworkOn {
 		return nil
+	}
+	if p.agent != nil {
+		if err := checkAgentReach(p); err != nil {
+			return err
+		}
 	}
 	if sp := p.req.SandboxPermission; sp != nil && sp.Enforcement == "best_effort" {
 		return nil
@@ -98,14 +104,72 @@ func checkSandboxReach(p *plan) error {
 			outside = append(outside, fmt.Sprintf("callback tool %q", s.Name))
 		}
 	}
-	for _, s := range p.mcp {
-		outside = append(outside, fmt.Sprintf("MCP server %q", s.Name))
+	if p.agent == nil {
+		// An agent connects to the MCP servers itself, from inside.
+		for _, s := range p.mcp {
+			outside = append(outside, fmt.Sprintf("MCP server %q", s.Name))
+		}
 	}
 	if len(outside) == 0 {
 		return nil
 	}
 	return invalid(`The sandbox's network is %q, but the %s would run in runnel itself, outside the sandbox, where that policy does not reach; remove them, or set sandboxPermission.enforcement to "best_effort" to accept that they run outside it.`,
 		p.isolation.Network, strings.Join(outside, ", "))
+}
+
+// checkAgentReach refuses an agent run whose agent could not reach, from
+// inside a confined sandbox, its model or the user's MCP servers: none
+// under network "off", and under an allowlist only what it names (it is
+// never widened for them). A loopback one is forwarded in, where the
+// proxy still judges every connection.
+func checkAgentReach(p *plan) error {
+	dests := [][2]string{{"its model", agentModel(p).URL()}}
+	for _, s := range p.mcp {
+		dests = append(dests, [2]string{fmt.Sprintf("MCP server %q", s.Name), s.URL})
+	}
+	for _, d := range dests {
+		host, port, err := hostPort(d[1])
+		if err != nil {
+			return invalid("The URL of %s cannot be read: %s.", d[0], err)
+		}
+		if p.isolation.Network == sandbox.NetworkOff {
+			return invalid(`The sandbox's network is "off", but harness %q runs inside it and must reach %s at %s; set sandboxPermission.network.mode to "allowlist" with %s on the allowlist.`,
+				p.harness, d[0], host, host)
+		}
+		if !p.allow.Covers(host) {
+			return invalid(`Harness %q runs inside the sandbox and must reach %s at %s, which sandboxPermission.network.allowlist does not admit; add %s to it.`,
+				p.harness, d[0], host, host)
+		}
+		if ip, err := netip.ParseAddr(host); err == nil && ip.IsLoopback() {
+			if fw := net.JoinHostPort(host, port); !slices.Contains(p.forwards, fw) {
+				p.forwards = append(p.forwards, fw)
+			}
+		}
+	}
+	return nil
+}
+
+// hostPort is the host and port a URL connects to, "localhost" read as
+// 127.0.0.1: the address the sandbox forwards and the allowlist judges.
+func hostPort(raw string) (host, port string, err error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", "", errors.New("it is not a URL")
+	}
+	host, port = strings.ToLower(u.Hostname()), u.Port()
+	if host == "" {
+		return "", "", errors.New("it names no host")
+	}
+	if host == "localhost" {
+		host = "127.0.0.1"
+	}
+	if port == "" {
+		port = "443"
+		if u.Scheme == "http" {
+			port = "80"
+		}
+	}
+	return host, port, nil
 }
 
 // startEgress starts the run's allowlist proxy on a unix socket in a

@@ -134,3 +134,45 @@ func TestIsolatedRefusals(t *testing.T) {
 		t.Errorf("best_effort: %v", err)
 	}
 }
+
+// TestIsolatedAgentRefusals: an agent runs inside the sandbox and calls
+// its model and the user's MCP servers from there, so a network that
+// would not let it reach them refuses the run before any agent starts;
+// the allowlist is never widened for them.
+func TestIsolatedAgentRefusals(t *testing.T) {
+	iso := isolator(t)
+	b := newACPTestbed(t, `{}`)
+	cb := newPlatform(t, nil)
+	for _, c := range []struct {
+		name string
+		edit func(*runnel.RunRequest)
+		want string
+	}{
+		{"network off", func(r *runnel.RunRequest) {
+			r.SandboxPermission = &runnel.SandboxPermission{Network: &runnel.NetworkPolicy{Mode: "off"}, Enforcement: "best_effort"}
+		}, `The sandbox's network is "off", but harness "claude" runs inside it and must reach its model at 127.0.0.1; set sandboxPermission.network.mode to "allowlist" with 127.0.0.1 on the allowlist.`},
+		{"model off the allowlist", func(r *runnel.RunRequest) {
+			r.SandboxPermission = &runnel.SandboxPermission{Network: &runnel.NetworkPolicy{Mode: "allowlist", Allowlist: []string{"10.0.0.0/8", "*.example.com"}}, Enforcement: "best_effort"}
+		}, `Harness "claude" runs inside the sandbox and must reach its model at 127.0.0.1, which sandboxPermission.network.allowlist does not admit; add 127.0.0.1 to it.`},
+		{"MCP server off the allowlist", func(r *runnel.RunRequest) {
+			r.SandboxPermission = &runnel.SandboxPermission{Network: &runnel.NetworkPolicy{Mode: "allowlist", Allowlist: []string{"127.0.0.1", "*.example.com"}}, Enforcement: "best_effort"}
+			r.McpServers = []runnel.McpServer{{Name: "docs", URL: "https://example.com/mcp"}}
+		}, `Harness "claude" runs inside the sandbox and must reach MCP server "docs" at example.com, which sandboxPermission.network.allowlist does not admit; add example.com to it.`},
+		{"callback tool, strict", func(r *runnel.RunRequest) {
+			r.SandboxPermission = &runnel.SandboxPermission{Network: &runnel.NetworkPolicy{Mode: "allowlist", Allowlist: []string{"127.0.0.1"}}}
+		}, `The sandbox's network is "allowlist", but the callback tool "delete_file" would run in runnel itself, outside the sandbox, where that policy does not reach; remove them, or set sandboxPermission.enforcement to "best_effort" to accept that they run outside it.`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req := claudeRequest(cb, "hi")
+			req.Sandbox = "isolated"
+			c.edit(req)
+			_, err := NewManager(&Options{Agents: b.agents, Isolator: iso}).Run(context.Background(), req, nil)
+			if err == nil || err.Error() != c.want {
+				t.Errorf("got %v\nwant %s", err, c.want)
+			}
+		})
+	}
+	if raw, _ := os.ReadFile(b.log); len(raw) > 0 {
+		t.Errorf("an agent started for a refused run:\n%s", raw)
+	}
+}

@@ -103,12 +103,16 @@ func RunCommand(ctx context.Context, ws *Workspace, command string, opts *Comman
 		return CommandResult{}, fmt.Errorf("starting the command: %w", err)
 	}
 	defer pr.Close()
+	argv, env, err := ws.isolated(ws.Dir(), []string{"/bin/sh", "-c", command}, commandEnv(ws, o.Env), nil)
+	if err != nil {
+		pw.Close()
+		return CommandResult{}, fmt.Errorf("starting the command: %w", err)
+	}
 	sc, err := ws.containment.newScope()
 	if err != nil {
 		pw.Close()
 		return CommandResult{}, fmt.Errorf("starting the command: %w", err)
 	}
-	argv, env := ws.isolated(ws.Dir(), []string{"/bin/sh", "-c", command}, commandEnv(ws, o.Env), nil)
 	cmd := exec.CommandContext(tctx, argv[0], argv[1:]...)
 	cmd.Dir = ws.Dir()
 	cmd.Env = env
@@ -192,9 +196,9 @@ func commandEnv(ws *Workspace, extra []string) []string {
 // local sandbox; through bwrap and Init on the isolated one, with the
 // proxy's variables, and with extra (a program's own mounts) added to
 // the workspace's isolation.
-func (w *Workspace) isolated(dir string, argv, env []string, extra *Isolation) ([]string, []string) {
+func (w *Workspace) isolated(dir string, argv, env []string, extra *Isolation) ([]string, []string, error) {
 	if w.isolation == nil {
-		return argv, env
+		return argv, env, nil
 	}
 	is := *w.isolation
 	if extra != nil {
@@ -202,8 +206,11 @@ func (w *Workspace) isolated(dir string, argv, env []string, extra *Isolation) (
 		is.Writable = slices.Concat(is.Writable, extra.Writable)
 		is.Forwards = slices.Concat(is.Forwards, extra.Forwards)
 		is.Sockets = slices.Concat(is.Sockets, extra.Sockets)
+		if err := is.check(); err != nil {
+			return nil, nil, err
+		}
 	}
-	return is.wrap(w.Dir(), dir, argv), append(env, is.proxyEnv()...)
+	return is.wrap(w.Dir(), dir, argv), append(env, is.proxyEnv()...), nil
 }
 
 // killGroup sends SIGKILL to the process group led by pid. A group that

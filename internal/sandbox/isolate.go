@@ -253,5 +253,15 @@ func (is *Isolation) check() error {
 			return fmt.Errorf("sandbox path %q is not absolute", d)
 		}
 	}
+	proxy := "127.0.0.1:" + strconv.Itoa(proxyPort)
+	for _, s := range is.Sockets {
+		addr, _, _ := strings.Cut(s, "=")
+		if addr == proxy || slices.Contains(is.Forwards, addr) {
+			return fmt.Errorf("inside the sandbox, %s would serve two things", addr)
+		}
+	}
+	if is.network() == NetworkAllowlist && slices.Contains(is.Forwards, proxy) {
+		return fmt.Errorf("%s cannot be forwarded into the sandbox: its proxy listens there", proxy)
+	}
 	return nil
 }

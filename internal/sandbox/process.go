@@ -53,15 +53,19 @@ func StartProcess(ws *Workspace, argv []string, opts *ProcessOptions) (*Process,
 	if opts != nil {
 		o = *opts
 	}
-	sc, err := ws.containment.newScope()
-	if err != nil {
-		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
-	}
 	dir := o.Dir
 	if dir == "" {
 		dir = ws.Dir()
 	}
-	argv, env := ws.isolated(dir, argv, o.Env, o.Isolation)
+	name := argv[0]
+	argv, env, err := ws.isolated(dir, argv, o.Env, o.Isolation)
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	sc, err := ws.containment.newScope()
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = env
@@ -77,13 +81,13 @@ func StartProcess(ws *Workspace, argv []string, opts *ProcessOptions) (*Process,
 	// races with a reader still draining the last lines the program wrote.
 	inR, inW, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		inR.Close()
 		inW.Close()
-		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	cmd.Stdin, cmd.Stdout = inR, outW
 	err = sc.start(cmd)
@@ -92,7 +96,7 @@ func StartProcess(ws *Workspace, argv []string, opts *ProcessOptions) (*Process,
 	if err != nil {
 		inW.Close()
 		outR.Close()
-		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	p := &Process{Stdin: inW, Stdout: outR, cmd: cmd, scope: sc, exited: make(chan struct{})}
 	go func() {

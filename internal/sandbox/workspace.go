@@ -136,6 +136,14 @@ func ensurePrivateDir(dir string) error {
 // Dir is the workspace's absolute path, with symlinks resolved.
 func (w *Workspace) Dir() string { return w.dir }
 
+// NetworkConfined reports whether the workspace's programs run in a
+// network namespace of their own (isolated, network off or allowlist):
+// a loopback address of runnel's is out of their reach, so what they
+// must reach is bridged in (Isolation.Sockets, Isolation.Forwards).
+func (w *Workspace) NetworkConfined() bool {
+	return w.isolation != nil && w.isolation.network() != NetworkOn
+}
+
 // Root gives access to the workspace through an *os.Root, which refuses
 // any path or symlink that escapes it. The workspace owns it: do not close
 // it. Pass it names from Rel.

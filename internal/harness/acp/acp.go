@@ -78,6 +78,11 @@ type Turn struct {
 	Tools []Tool
 	// Servers are the user's HTTP MCP servers, passed through to the agent.
 	Servers []Server
+	// Forwards are the host loopback addresses ("127.0.0.1:8080") the
+	// agent must reach from a network-confined workspace (its model, the
+	// user's MCP servers): the sandbox forwards each through the run's
+	// egress proxy, whose allowlist decides (sandbox.Isolation.Forwards).
+	Forwards []string
 	// Gate decides every call: the agent's permission requests (Permit)
 	// and the tools/call requests runnel's server receives (Dispatch).
 	Gate Gate
@@ -156,6 +161,9 @@ type Launch struct {
 	// Mode is set with session/set_mode after session/new when the agent
 	// offers it and is not in it already; empty keeps the agent's mode.
 	Mode string
+	// ReadOnly and Writable are the host directories the agent needs in
+	// an isolated sandbox: its installation, read-only; its HOME.
+	ReadOnly, Writable []string
 	// ToolsInConfig says the agent receives runnel's tools through the
 	// config Launch wrote (Pi's extension), not through mcpServers, so it
 	// needs no MCP capability for them.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,7 +88,11 @@ func Run(ctx context.Context, t *Turn, sink runnel.Sink) (*Outcome, error) {
 	defer s.execCancel()
 	out := &Outcome{}
 
-	srv, err := startToolServer(t.Tools, s, s.log)
+	inside := ""
+	if t.Workspace.NetworkConfined() {
+		inside = insideAddr(t.Forwards)
+	}
+	srv, err := startToolServer(t.Tools, s, s.log, inside)
 	if err != nil {
 		return out, err
 	}
@@ -105,7 +111,11 @@ func Run(ctx context.Context, t *Turn, sink runnel.Sink) (*Outcome, error) {
 		}()
 	}
 	stderr := newTail(16 << 10)
-	proc, err := sandbox.StartProcess(t.Workspace, launch.Argv, &sandbox.ProcessOptions{Env: launch.Env, Stderr: stderr})
+	is := &sandbox.Isolation{ReadOnly: launch.ReadOnly, Writable: launch.Writable, Forwards: t.Forwards}
+	if sock := srv.Socket(); sock != "" {
+		is.Sockets = []string{sock}
+	}
+	proc, err := sandbox.StartProcess(t.Workspace, launch.Argv, &sandbox.ProcessOptions{Env: launch.Env, Stderr: stderr, Isolation: is})
 	if err != nil {
 		return out, runnel.Errorf(runnel.CodeAgentError, "The %s agent could not be started: %w", s.agent, err)
 	}
@@ -129,6 +139,18 @@ func Run(ctx context.Context, t *Turn, sink runnel.Sink) (*Outcome, error) {
 	err = s.prompt(ctx, proc, stderr)
 	s.finish(out, err)
 	return out, err
+}
+
+// insideAddr is where, inside a confined sandbox, the agent reaches
+// runnel's MCP server: a loopback port of the sandbox's own namespace
+// that no forwarded address takes.
+func insideAddr(forwards []string) string {
+	for port := 3129; ; port++ {
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		if !slices.Contains(forwards, addr) {
+			return addr
+		}
+	}
 }
 
 // start initializes the agent and opens its session.

@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -54,6 +56,10 @@ type toolServer struct {
 	srv     *http.Server
 	ln      net.Listener
 	log     *slog.Logger
+	// inside is the loopback address the agent uses in a confined
+	// sandbox, where the server listens on a unix socket in sockDir
+	// (bridged in by the sandbox); empty for a loopback port.
+	inside, sockDir string
 
 	seq  atomic.Uint64
 	mu   sync.Mutex
@@ -112,8 +118,11 @@ func (h *httpCall) isPaused() bool {
 	return h.paused
 }
 
-// startToolServer serves tools on a fresh loopback port.
-func startToolServer(tools []Tool, handler callHandler, log *slog.Logger) (*toolServer, error) {
+// startToolServer serves tools on a fresh loopback port or, with inside
+// set, on a unix socket in a private directory, which an agent in a
+// network-confined sandbox reaches at http://inside (Socket): no TCP
+// port into runnel at all.
+func startToolServer(tools []Tool, handler callHandler, log *slog.Logger, inside string) (*toolServer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -125,6 +134,7 @@ func startToolServer(tools []Tool, handler callHandler, log *slog.Logger) (*tool
 		handler: handler,
 		log:     log,
 		reqs:    map[string]*httpCall{},
+		inside:  inside,
 	}
 	server := mcp.NewServer(&mcp.Implementation{Name: ServerName, Version: "1"}, &mcp.ServerOptions{Logger: log})
 	for _, t := range tools {
@@ -142,7 +152,7 @@ func startToolServer(tools []Tool, handler callHandler, log *slog.Logger) (*tool
 		Logger:              log,
 		MaxRequestBodyBytes: maxToolRequestBytes,
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := s.listen()
 	if err != nil {
 		return nil, fmt.Errorf("starting runnel's MCP server: %w", err)
 	}
@@ -188,7 +198,38 @@ func objectSchema(schema json.RawMessage) json.RawMessage {
 }
 
 // URL is where agents reach the server.
-func (s *toolServer) URL() string { return "http://" + s.ln.Addr().String() + "/mcp" }
+func (s *toolServer) URL() string {
+	if s.inside != "" {
+		return "http://" + s.inside + "/mcp"
+	}
+	return "http://" + s.ln.Addr().String() + "/mcp"
+}
+
+func (s *toolServer) listen() (net.Listener, error) {
+	if s.inside == "" {
+		return net.Listen("tcp", "127.0.0.1:0")
+	}
+	dir, err := os.MkdirTemp("", "runnel-tools-")
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("unix", filepath.Join(dir, "mcp.sock"))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	s.sockDir = dir
+	return ln, nil
+}
+
+// Socket is the sandbox's bridge to the server ("ADDR=/path.sock", see
+// sandbox.Isolation.Sockets), or "" when it listens on a loopback port.
+func (s *toolServer) Socket() string {
+	if s.inside == "" {
+		return ""
+	}
+	return s.inside + "=" + s.ln.Addr().String()
+}
 
 // Headers are what an agent must send: the turn's bearer token.
 func (s *toolServer) Headers() map[string]string {
@@ -197,7 +238,11 @@ func (s *toolServer) Headers() map[string]string {
 
 // Close stops the server and drops every connection, a paused one too.
 func (s *toolServer) Close() error {
-	return s.srv.Close()
+	err := s.srv.Close()
+	if s.sockDir != "" {
+		err = errors.Join(err, os.RemoveAll(s.sockDir))
+	}
+	return err
 }
 
 func (s *toolServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {

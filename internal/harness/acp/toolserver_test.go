@@ -40,7 +40,7 @@ func startTestServer(t *testing.T, h callHandler) *toolServer {
 		{Name: "echo", Description: "echoes", Schema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)},
 		{Name: "park", Schema: json.RawMessage(`{"properties":{}}`)}, // no type: served as an object schema
 		{Name: "odd", Schema: json.RawMessage(`"not a schema"`)},
-	}, h, nil)
+	}, h, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,147 @@
+package agenttest
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/llmtest"
+)
+
+// Every agent inside the isolated sandbox, with a network allowlist that
+// admits only the scripted model's address and a filesystem that shows
+// only the workspace, the toolchain, the agent's installation and its
+// HOME: an approval pauses on one runnel and resumes on another, the
+// approved call reaching runnel's tool through the unix socket. The
+// model sees every request arrive from runnel's proxy, never from the
+// agent, and runnel listens on no TCP port for the agent meanwhile.
+func TestAgentsIsolated(t *testing.T) {
+	requireBwrap(t)
+	for _, ac := range agentCases() {
+		t.Run(ac.harness, func(t *testing.T) {
+			dir := agentsDir(t, ac.harness)
+			llm := llmtest.NewServer(script())
+			defer llm.Close()
+			first, second := serve(t, dir), serve(t, dir)
+			defer first.checkClean(t, dir)
+			defer second.checkClean(t, dir)
+			model := newWitness(llm, first, second)
+			defer model.srv.Close()
+
+			req, cb := weatherRequest(t, ac, model.server(), false)
+			req["sandbox"] = "isolated"
+			// best_effort: get_weather is a callback, which runnel runs
+			// outside the sandbox.
+			req["sandboxPermission"] = map[string]any{"filesystem": "off", "enforcement": "best_effort",
+				"network": map[string]any{"mode": "allowlist", "allowlist": []string{"127.0.0.1"}}}
+			paused, _ := first.run(t, req)
+			if paused.Status != runnel.StatusPaused || len(paused.Interactions) != 1 {
+				t.Fatalf("first turn %+v", paused)
+			}
+			it := paused.Interactions[0]
+			if it.ToolName != "get_weather" || string(it.Input) != `{"city":"Paris"}` {
+				t.Fatalf("interaction %+v", it)
+			}
+			answer, _ := json.Marshal(map[string]any{"approved": true, "interactionId": it.ID, "signature": it.Signature})
+			req["messages"] = resume(req, paused, runnel.Block{Type: runnel.BlockToolResult, ToolCallID: it.ToolCallID,
+				ToolName: it.ToolName, Kind: runnel.ResultKindApproval, Output: answer})
+			done, events := second.run(t, req)
+			if done.Status != runnel.StatusCompleted || !strings.Contains(done.Output, "18°C and sunny in Paris") {
+				t.Fatalf("resumed turn %+v", done)
+			}
+			if n := len(cb.received()); n != 1 {
+				t.Errorf("the approved call ran %d times, want once", n)
+			}
+			checkToolEvents(t, events, "get_weather", `{"city":"Paris"}`)
+			model.check(t)
+
+			// An allowlist without the model's address refuses the run
+			// before any agent starts, naming what to add.
+			req["sandboxPermission"] = map[string]any{"enforcement": "best_effort",
+				"network": map[string]any{"mode": "allowlist", "allowlist": []string{"127.0.0.2"}}}
+			refused, _ := first.run(t, req)
+			if refused.ErrorCode != runnel.CodeInvalidRequest || !strings.Contains(refused.Error, "must reach its model at 127.0.0.1, which sandboxPermission.network.allowlist does not admit; add 127.0.0.1 to it") {
+				t.Errorf("model off the allowlist: %+v", refused)
+			}
+		})
+	}
+}
+
+// requireBwrap skips a test that needs the isolated sandbox on a host
+// without bubblewrap, unless RUNNEL_TEST_REQUIRE_ISOLATION says it must
+// run (.ci/run does).
+func requireBwrap(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil && os.Getenv("RUNNEL_TEST_REQUIRE_ISOLATION") == "" {
+		t.Skip("bubblewrap is not installed: the isolated sandbox cannot run here")
+	}
+}
+
+// witness is the scripted model behind a handler that notes, for every
+// request, which process holds the client's end of the connection and
+// which TCP ports the runnel processes listen on.
+type witness struct {
+	srv     *httptest.Server
+	runnels []*runnelProc
+
+	mu      sync.Mutex
+	clients []int    // owner pid of each request's client socket
+	ports   []string // "pid:port" listened on beside the API, at request time
+}
+
+func newWitness(llm *llmtest.Server, runnels ...*runnelProc) *witness {
+	w := &witness{runnels: runnels}
+	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		_, p, _ := net.SplitHostPort(r.RemoteAddr)
+		port, _ := strconv.Atoi(p)
+		owner := socketOwner(port, "01")
+		var extra []string
+		for _, listening := range listeningPorts() {
+			pid := portOwner(listening)
+			for _, rp := range w.runnels {
+				if pid == rp.cmd.Process.Pid && listening != rp.port() {
+					extra = append(extra, strconv.Itoa(pid)+":"+strconv.Itoa(listening))
+				}
+			}
+		}
+		w.mu.Lock()
+		w.clients = append(w.clients, owner)
+		w.ports = append(w.ports, extra...)
+		w.mu.Unlock()
+		llm.Handler().ServeHTTP(rw, r)
+	}))
+	return w
+}
+
+// server is the model as a request names it.
+func (w *witness) server() *llmtest.Server { return &llmtest.Server{URL: w.srv.URL} }
+
+func (w *witness) check(t *testing.T) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.clients) == 0 {
+		t.Fatal("the model received no request")
+	}
+	var pids []int
+	for _, rp := range w.runnels {
+		pids = append(pids, rp.cmd.Process.Pid)
+	}
+	for i, owner := range w.clients {
+		if !slices.Contains(pids, owner) {
+			t.Errorf("model request %d came from pid %d, not from runnel's proxy (runnels %v)", i, owner, pids)
+		}
+	}
+	if len(w.ports) > 0 {
+		t.Errorf("runnel listened on TCP ports besides its API while the agent ran: %v", w.ports)
+	}
+}

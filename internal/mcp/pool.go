@@ -54,6 +54,9 @@ type Options struct {
 	// MaxTools bounds the tools one server may list; 0 is
 	// DefaultMaxTools. A server listing more is left out (see listTools).
 	MaxTools int
+	// Stdio starts a stdio server's program, in the run's sandbox; nil
+	// leaves every stdio server out of the run, saying why.
+	Stdio StartFunc
 }
 
 func (o *Options) withDefaults() *Options {
@@ -137,7 +140,9 @@ type toolRef struct {
 // server is one connected MCP server.
 type server struct {
 	spec    ServerSpec
-	http    *serverHTTP
+	http    *serverHTTP // nil for a stdio server
+	program *Program    // a stdio server's program
+	stdout  *lineBound  // and its output
 	session *mcp.ClientSession
 	endLife context.CancelFunc
 	scrub   scrubber // hides the URL's secrets in what the server's failures say
@@ -149,15 +154,19 @@ type server struct {
 func (s *server) close() error {
 	var err error
 	if s.session != nil {
-		s.http.headers.cancels.wait()
+		if s.http != nil {
+			s.http.headers.cancels.wait()
+		}
 		err = s.session.Close()
 	}
 	s.endLife()
-	s.http.close()
-	if err != nil {
-		return fmt.Errorf("closing MCP server %q: %s", s.spec.Name, s.scrub.message(err.Error()))
+	if s.http != nil {
+		s.http.close()
 	}
-	return nil
+	if err != nil {
+		err = fmt.Errorf("closing MCP server %q: %s", s.spec.Name, s.scrub.message(err.Error()))
+	}
+	return errors.Join(err, s.closeProgram())
 }
 
 // Connect opens a session with every server concurrently, lists each one's
@@ -208,8 +217,11 @@ func Connect(ctx context.Context, specs []ServerSpec, opts *Options) *Pool {
 // having released everything it opened, and the notice saying why. No
 // notice shows the URL's path, query or user info.
 func connectServer(ctx context.Context, spec ServerSpec, o *Options) (*server, []*mcp.Tool, []string) {
-	scrub := newScrubber(spec.URL)
-	srv, tools, notices := connectOne(ctx, spec, o, scrub)
+	connect, scrub := connectOne, newScrubber(spec.URL)
+	if spec.Transport == TransportStdio {
+		connect, scrub = connectStdio, envScrubber(spec.Env)
+	}
+	srv, tools, notices := connect(ctx, spec, o, scrub)
 	for i, n := range notices {
 		notices[i] = scrub.message(n)
 	}
@@ -496,7 +508,7 @@ func (p *Pool) Call(ctx context.Context, qualifiedName string, args json.RawMess
 
 	res, err := ref.server.session.CallTool(ctx, &mcp.CallToolParams{Name: ref.name, Arguments: args})
 	if err != nil {
-		if ctx.Err() != nil && !errors.Is(err, mcp.ErrConnectionClosed) {
+		if ctx.Err() != nil && !errors.Is(err, mcp.ErrConnectionClosed) && ref.server.http != nil {
 			// The SDK sends notifications/cancelled for this call from a
 			// goroutine of its own; Close must not overtake it.
 			ref.server.http.headers.cancels.owe()
@@ -513,7 +525,10 @@ func (p *Pool) Call(ctx context.Context, qualifiedName string, args json.RawMess
 // context, the end of the SSE session, the server's JSON-RPC error, or
 // whatever the SDK says.
 func (s *server) callError(ctx context.Context, tool string, err error) error {
-	lim := s.http.headers.limits
+	var lim limits
+	if s.http != nil {
+		lim = s.http.headers.limits
+	}
 	switch exchangeOf(ctx).breach() {
 	case codeMessageTooLarge:
 		return fmt.Errorf("MCP server %q: the answer to %q is %s; ask the tool for less", s.spec.Name, tool, lim.tooLarge())
@@ -523,7 +538,11 @@ func (s *server) callError(ctx context.Context, tool string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("MCP server %q: call to %q ended: %w", s.spec.Name, tool, context.Cause(ctx))
 	}
-	if reason := s.http.headers.endedReason(); reason != "" {
+	if s.http == nil {
+		if s.stdout.over.Load() || errors.Is(err, mcp.ErrConnectionClosed) {
+			return fmt.Errorf("MCP server %q: call to %q failed: %s", s.spec.Name, tool, s.stdioFailure("the call", err))
+		}
+	} else if reason := s.http.headers.endedReason(); reason != "" {
 		return fmt.Errorf("MCP server %q: call to %q failed: %s", s.spec.Name, tool, reason)
 	}
 	var rpcErr *jsonrpc.Error

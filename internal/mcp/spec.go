@@ -34,8 +34,14 @@ const (
 // through the static part of the guard.
 type ServerSpec struct {
 	Name      string
-	Transport string // TransportHTTP or TransportSSE
+	Transport string // TransportHTTP, TransportSSE or TransportStdio
 	URL       string
+	// Command, Args and Env start a stdio server's program: Env is its
+	// whole environment beside what the sandbox sets, and may carry
+	// secrets (never log it).
+	Command string
+	Args    []string
+	Env     map[string]string
 	// Headers are sent with every request to the server. They carry
 	// resolved secrets: never log them.
 	Headers map[string]string
@@ -111,16 +117,15 @@ func normalizeOne(i int, s runnel.McpServer, opts GuardOptions) (ServerSpec, err
 		return ServerSpec{}, invalid("MCP server name %q is reserved for runnel's own MCP server; choose another name.", name)
 	}
 	c := connectionOf(s)
+	kind := strings.ToLower(strings.TrimSpace(c.Type))
+	if kind == "stdio" || kind == "" && c.Command != "" {
+		return stdioSpec(ServerSpec{Name: name}, c, s.Policy)
+	}
 	headers, err := withCredentials(name, c)
 	if err != nil {
 		return ServerSpec{}, err
 	}
 	spec := ServerSpec{Name: name, Headers: headers}
-
-	kind := strings.ToLower(strings.TrimSpace(c.Type))
-	if kind == "stdio" || kind == "" && c.Command != "" {
-		return ServerSpec{}, refused("MCP server %q is a stdio server, which runs a program on this host: stdio servers need the isolated sandbox (sandbox: \"isolated\"), which this runnel build does not offer yet. Use an http or sse MCP server instead.", name)
-	}
 	switch kind {
 	case "", "http", "streamable-http", "streamable_http", "streamablehttp", "streamable":
 		spec.Transport = TransportHTTP
@@ -140,6 +145,64 @@ func normalizeOne(i int, s runnel.McpServer, opts GuardOptions) (ServerSpec, err
 		return ServerSpec{}, err
 	}
 	return spec, nil
+}
+
+// stdioSpec checks a stdio server: a program to start, arguments and an
+// environment. Whether the run may start it (only in the isolated
+// sandbox) is the caller's to decide.
+func stdioSpec(spec ServerSpec, c runnel.McpConnection, policy *runnel.McpPolicy) (ServerSpec, error) {
+	name := spec.Name
+	spec.Transport = TransportStdio
+	spec.Command = strings.TrimSpace(c.Command)
+	switch {
+	case spec.Command == "":
+		return ServerSpec{}, invalid("MCP server %q is a stdio server with no command; set connection.command to the program to start.", name)
+	case c.URL != "":
+		return ServerSpec{}, invalid("MCP server %q has both a command and a URL; a stdio server has only a command, an http one only a URL.", name)
+	case len(c.Headers) > 0:
+		return ServerSpec{}, invalid("MCP server %q is a stdio server, which takes no headers; pass its credentials in connection.env, or as credentials bound to an environment variable.", name)
+	}
+	for _, a := range append([]string{spec.Command}, c.Args...) {
+		if strings.ContainsRune(a, 0) {
+			return ServerSpec{}, invalid("MCP server %q has a NUL byte in its command or arguments.", name)
+		}
+	}
+	spec.Args = c.Args
+	spec.Env = map[string]string{}
+	for k, v := range c.Env {
+		if !validEnvName(k) || strings.ContainsRune(v, 0) {
+			return ServerSpec{}, invalid("MCP server %q has an environment variable %q that is not NAME=value with a name of letters, digits and '_'.", name, k)
+		}
+		spec.Env[k] = v
+	}
+	for _, cred := range c.Credentials {
+		k := cred.Binding.Name
+		switch {
+		case !strings.EqualFold(cred.Binding.Kind, runnel.BindingEnvironment):
+			return ServerSpec{}, invalid("MCP server %q is a stdio server with a credential bound to %q %q; a stdio server's credentials must be bound to an environment variable (binding.kind \"environment\").", name, cred.Binding.Kind, k)
+		case !validEnvName(k):
+			return ServerSpec{}, invalid("MCP server %q has a credential bound to the environment variable %q, which is not a name of letters, digits and '_'.", name, k)
+		case hasKey(spec.Env, k):
+			return ServerSpec{}, invalid("MCP server %q sets the environment variable %q twice (in env and credentials); set it once.", name, k)
+		}
+		spec.Env[k] = cred.Value
+	}
+	if err := applyPolicy(&spec, policy); err != nil {
+		return ServerSpec{}, err
+	}
+	return spec, nil
+}
+
+func validEnvName(k string) bool {
+	if k == "" || k[0] >= '0' && k[0] <= '9' {
+		return false
+	}
+	for _, c := range k {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // connectionOf merges the nested connection with the older flat fields;
@@ -284,4 +347,9 @@ func applyPolicy(spec *ServerSpec, p *runnel.McpPolicy) error {
 		spec.Permission = "ask"
 	}
 	return nil
+}
+
+func hasKey(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
 }

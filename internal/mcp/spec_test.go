@@ -63,7 +63,6 @@ func TestNormalizeAccepts(t *testing.T) {
 
 func TestNormalizeRefuses(t *testing.T) {
 	const public = "runnel only connects to public addresses unless the host is in RUNNEL_MCP_HOST_ALLOWLIST."
-	stdio := `MCP server "fs" is a stdio server, which runs a program on this host: stdio servers need the isolated sandbox (sandbox: "isolated"), which this runnel build does not offer yet. Use an http or sse MCP server instead.`
 	tests := []struct {
 		name, servers string
 		code          runnel.ErrorCode
@@ -81,8 +80,18 @@ func TestNormalizeRefuses(t *testing.T) {
 			`MCP server name "Runnel" is reserved for runnel's own MCP server; choose another name.`},
 		{"duplicate", `[{"name":"mem","url":"https://a.example.com/"},{"name":"MEM","url":"https://b.example.com/"}]`, runnel.CodeInvalidRequest,
 			`MCP server names must be unique; "mem" and "MEM" are the same name.`},
-		{"stdio type", `[{"name":"fs","connection":{"type":"stdio","command":"npx","args":["server"]}}]`, runnel.CodeRefused, stdio},
-		{"flat command", `[{"name":"fs","command":"node","args":["server.js"]}]`, runnel.CodeRefused, stdio},
+		{"stdio without a command", `[{"name":"fs","connection":{"type":"stdio"}}]`, runnel.CodeInvalidRequest,
+			`MCP server "fs" is a stdio server with no command; set connection.command to the program to start.`},
+		{"stdio with a URL", `[{"name":"fs","connection":{"type":"stdio","command":"npx","url":"https://a.example.com/"}}]`, runnel.CodeInvalidRequest,
+			`MCP server "fs" has both a command and a URL; a stdio server has only a command, an http one only a URL.`},
+		{"stdio with headers", `[{"name":"fs","command":"node","headers":{"Authorization":"Bearer x"}}]`, runnel.CodeInvalidRequest,
+			`MCP server "fs" is a stdio server, which takes no headers; pass its credentials in connection.env, or as credentials bound to an environment variable.`},
+		{"stdio bad env name", `[{"name":"fs","command":"node","env":{"A=B":"x"}}]`, runnel.CodeInvalidRequest,
+			`MCP server "fs" has an environment variable "A=B" that is not NAME=value with a name of letters, digits and '_'.`},
+		{"stdio header credential", `[{"name":"fs","connection":{"type":"stdio","command":"node","credentials":[{"binding":{"kind":"header","name":"X-Key"},"value":"v"}]}}]`, runnel.CodeInvalidRequest,
+			`MCP server "fs" is a stdio server with a credential bound to "header" "X-Key"; a stdio server's credentials must be bound to an environment variable (binding.kind "environment").`},
+		{"stdio env twice", `[{"name":"fs","connection":{"type":"stdio","command":"node","env":{"KEY":""},"credentials":[{"binding":{"kind":"environment","name":"KEY"},"value":"v"}]}}]`, runnel.CodeInvalidRequest,
+			`MCP server "fs" sets the environment variable "KEY" twice (in env and credentials); set it once.`},
 		{"unknown type", `[{"name":"ws","connection":{"type":"websocket","url":"wss://a.example.com/"}}]`, runnel.CodeInvalidRequest,
 			`MCP server "ws" has connection type "websocket"; runnel supports "http" (streamable HTTP) and "sse".`},
 		{"no url", `[{"name":"a","connection":{"type":"http"}}]`, runnel.CodeInvalidRequest,

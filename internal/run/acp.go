@@ -53,7 +53,7 @@ func (m *Manager) runACP(ctx context.Context, p *plan, sink runnel.Sink) (*runne
 	// runnel connects to the user's MCP servers once, before the agent
 	// does: an unreachable required server refuses the run, and the
 	// gate learns each tool's server policy and read-only hint.
-	pool := m.connectMCP(rctx, p)
+	pool := m.connectMCP(rctx, p, ws)
 	if err := m.requiredMCP(pool); err != nil {
 		closePool(pool, log)
 		return nil, err

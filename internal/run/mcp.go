@@ -4,19 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"time"
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/harness"
 	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/permission"
 	"github.com/runnel/runnel/internal/provider"
+	"github.com/runnel/runnel/internal/sandbox"
 )
 
 // connectMCP opens the run's MCP sessions, or returns nil when the request
 // names no server. A server that cannot be reached is not a failure of the
 // run: the pool reports it, and the caller hears it as a notice event and
 // a line in the result (DESIGN §4.6).
-func (m *Manager) connectMCP(ctx context.Context, p *plan) *mcp.Pool {
+func (m *Manager) connectMCP(ctx context.Context, p *plan, ws *sandbox.Workspace) *mcp.Pool {
 	if len(p.mcp) == 0 {
 		return nil
 	}
@@ -24,9 +28,35 @@ func (m *Manager) connectMCP(ctx context.Context, p *plan) *mcp.Pool {
 		Guard:          m.opts.MCPGuard,
 		ConnectTimeout: m.opts.MCPConnectTimeout,
 		Logger:         p.log,
+		Stdio:          stdioStarter(ws),
 	})
 	p.notices = append(p.notices, pool.Notices()...)
 	return pool
+}
+
+// stdioGrace is how long a stdio server may take to exit once its input
+// closes, before it is killed.
+const stdioGrace = 2 * time.Second
+
+// stdioStarter starts stdio servers in the run's workspace, which plan
+// made sure is isolated; nil when the run has no workspace.
+func stdioStarter(ws *sandbox.Workspace) mcp.StartFunc {
+	if ws == nil {
+		return nil
+	}
+	return func(_ context.Context, spec mcp.ServerSpec) (*mcp.Program, error) {
+		var env []string
+		for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+			env = append(env, k+"="+spec.Env[k])
+		}
+		stderr := sandbox.NewTail(8 << 10)
+		proc, err := sandbox.StartProcess(ws, append([]string{spec.Command}, spec.Args...), &sandbox.ProcessOptions{Env: ws.Env(env), Stderr: stderr})
+		if err != nil {
+			return nil, err
+		}
+		return &mcp.Program{Stdin: proc.Stdin, Stdout: proc.Stdout, Stderr: stderr.String,
+			End: func() error { return proc.End(stdioGrace) }}, nil
+	}
 }
 
 // requiredMCP fails the run when a server it needs could not be reached:

@@ -245,6 +245,17 @@ func (m *Manager) checkMCP(p *plan) error {
 		return err
 	}
 	p.mcp = specs
+	for _, s := range specs {
+		if s.Transport != mcp.TransportStdio {
+			continue
+		}
+		switch {
+		case p.agent != nil:
+			return runnel.Errorf(runnel.CodeRefused, `MCP server %q is a stdio server, and harness %q does not take stdio servers in this runnel; use harness "native", or an http or sse MCP server.`, s.Name, p.harness)
+		case p.isolation == nil:
+			return runnel.Errorf(runnel.CodeRefused, `MCP server %q is a stdio server, which runs a program: runnel starts one only inside the isolated sandbox; set sandbox "isolated", or use an http or sse MCP server.`, s.Name)
+		}
+	}
 	if cm := p.req.CodeMode; cm != nil && cm.Enabled {
 		if p.agent != nil {
 			return invalid("codeMode runs on the native harness; harness %q calls MCP tools itself. Set codeMode.enabled to false, or use harness \"native\".", p.harness)
@@ -404,9 +415,10 @@ func schemaSubject(schema json.RawMessage) func(json.RawMessage) *string {
 }
 
 // secretValues lists every value the request marks as secret: provider
-// keys, the callback authorization, endpoint and MCP headers, the pieces
-// of an MCP URL that look like credentials (a key in its path or query),
-// and the OTLP exporter headers of telemetry.
+// keys, the callback authorization, endpoint and MCP headers, a stdio MCP
+// server's environment (where its keys go), the pieces of an MCP URL
+// that look like credentials (a key in its path or query), and the OTLP
+// exporter headers of telemetry.
 func secretValues(req *runnel.RunRequest) []string {
 	out := credentialValues(req)
 	for _, v := range req.Secrets {
@@ -424,9 +436,15 @@ func secretValues(req *runnel.RunRequest) []string {
 		for _, v := range s.Headers {
 			out = append(out, v)
 		}
+		for _, v := range s.Env {
+			out = append(out, v)
+		}
 		out = append(out, mcp.SecretURLParts(s.URL)...)
 		if s.Connection != nil {
 			for _, v := range s.Connection.Headers {
+				out = append(out, v)
+			}
+			for _, v := range s.Connection.Env {
 				out = append(out, v)
 			}
 			out = append(out, mcp.SecretURLParts(s.Connection.URL)...)

@@ -277,7 +277,7 @@ func (m *Manager) Run(ctx context.Context, req *runnel.RunRequest, sink runnel.S
 	rctx, cancel := context.WithTimeoutCause(ctx, p.total, errTotalTimeout)
 	defer cancel()
 	start := time.Now()
-	pool := m.connectMCP(rctx, p)
+	pool := m.connectMCP(rctx, p, ws)
 	if pool != nil {
 		// Every session is closed whatever way the run ends; Close is
 		// bounded even against a hung server.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/egress"
+	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/sandbox"
 )
 
@@ -105,9 +106,12 @@ func checkSandboxReach(p *plan) error {
 		}
 	}
 	if p.agent == nil {
-		// An agent connects to the MCP servers itself, from inside.
+		// An agent connects to the MCP servers itself, from inside; a
+		// stdio server's program runs inside.
 		for _, s := range p.mcp {
-			outside = append(outside, fmt.Sprintf("MCP server %q", s.Name))
+			if s.Transport != mcp.TransportStdio {
+				outside = append(outside, fmt.Sprintf("MCP server %q", s.Name))
+			}
 		}
 	}
 	if len(outside) == 0 {

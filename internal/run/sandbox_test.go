@@ -3,8 +3,10 @@ package run
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -174,5 +176,129 @@ func TestIsolatedAgentRefusals(t *testing.T) {
 	}
 	if raw, _ := os.ReadFile(b.log); len(raw) > 0 {
 		t.Errorf("an agent started for a refused run:\n%s", raw)
+	}
+}
+
+// TestIsolatedStdioServer runs the reference MCP server over stdio inside
+// the isolated sandbox with the network off: its tools work through the
+// loop, its environment is the scrubbed one plus what the request gave it
+// (the credential hidden from everything the run shows), and its process
+// is gone when the run ends.
+func TestIsolatedStdioServer(t *testing.T) {
+	iso := isolator(t)
+	entry := os.Getenv("RUNNEL_TEST_SERVER_EVERYTHING")
+	if entry == "" {
+		t.Skip("RUNNEL_TEST_SERVER_EVERYTHING is not set: it names the dist/index.js of @modelcontextprotocol/server-everything, which .ci/run installs")
+	}
+	if strings.HasPrefix(entry, "/tmp/") {
+		t.Fatalf("RUNNEL_TEST_SERVER_EVERYTHING is %s, under /tmp, which the isolated sandbox replaces with its own: install it elsewhere (.ci/run uses /var/tmp)", entry)
+	}
+	const token = "stdio-credential-0123456789"
+	llm := llmtest.NewServer(llmtest.Script{Rules: []llmtest.Rule{
+		{When: llmtest.Match{LastRole: "tool"}, Reply: llmtest.Reply{Text: "done"}},
+		{When: llmtest.Match{HasTool: "mcp__everything__echo"}, Reply: llmtest.Reply{ToolCalls: []llmtest.ToolCall{
+			{ID: "e1", Name: "mcp__everything__echo", Arguments: json.RawMessage(`{"message":"hello"}`)},
+			{ID: "e2", Name: "mcp__everything__get-sum", Arguments: json.RawMessage(`{"a":2,"b":3}`)},
+			{ID: "e3", Name: "mcp__everything__get-env", Arguments: json.RawMessage(`{}`)},
+		}}},
+	}})
+	defer llm.Close()
+	req := baseRequest(llm, APIOpenAIChat, "use the tools")
+	req.Sandbox = "isolated"
+	req.SandboxPermission = &runnel.SandboxPermission{Network: &runnel.NetworkPolicy{Mode: "off"}}
+	req.McpServers = []runnel.McpServer{{Name: "everything", Connection: &runnel.McpConnection{
+		Type: "stdio", Command: "node", Args: []string{entry, "stdio"}, Env: map[string]string{"EVERYTHING_LABEL": "from-the-request"},
+		Credentials: []runnel.Credential{{Binding: runnel.CredentialBinding{Kind: runnel.BindingEnvironment, Name: "EVERYTHING_TOKEN"}, Value: token}},
+	}}}
+	req.Permissions = json.RawMessage(`{"default":"allow"}`)
+	res, err := NewManager(&Options{Isolator: iso, WorkspaceRoot: t.TempDir()}).Run(context.Background(), req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != runnel.StatusCompleted || len(res.Notices) != 0 {
+		t.Fatalf("status %q notices %q", res.Status, res.Notices)
+	}
+	var outputs []string
+	for _, msg := range res.Messages {
+		for _, b := range msg.Content {
+			if b.Type == runnel.BlockToolResult {
+				outputs = append(outputs, b.OutputText())
+			}
+		}
+	}
+	if len(outputs) != 3 || !strings.HasPrefix(outputs[0], "Echo: hello") || !strings.HasPrefix(outputs[1], "The sum of 2 and 3 is 5.") {
+		t.Fatalf("tool results %q", outputs)
+	}
+	var env map[string]string
+	if err := json.Unmarshal([]byte(outputs[2]), &env); err != nil {
+		t.Fatalf("get-env: %v: %s", err, outputs[2])
+	}
+	// A stdio server's environment is where its keys go: every value
+	// is a secret of the run, present inside and hidden outside.
+	if env["EVERYTHING_LABEL"] != "[REDACTED]" || env["EVERYTHING_TOKEN"] != "[REDACTED]" {
+		t.Errorf("the server's environment %v: want the request's variables, hidden from the result", env)
+	}
+	keys := slices.Sorted(maps.Keys(env))
+	if want := []string{"EVERYTHING_LABEL", "EVERYTHING_TOKEN", "HOME", "LANG", "PATH", "PWD", "TERM"}; !slices.Equal(keys, want) {
+		t.Errorf("the server's environment has %v, want only %v (nothing of runnel's own)", keys, want)
+	}
+	if raw, _ := json.Marshal(res); strings.Contains(string(raw), token) {
+		t.Error("the result shows the stdio server's credential")
+	}
+	if left := processesNaming(entry); len(left) > 0 {
+		t.Errorf("the stdio server outlived its run: %v", left)
+	}
+}
+
+// processesNaming are the live processes whose command line holds s.
+func processesNaming(s string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(cmdline), s) {
+			out = append(out, e.Name()+" "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	return out
+}
+
+// TestIsolatedStdioHostile: a stdio server that dies at once, or that
+// floods one endless line, is left out of the run with a sentence saying
+// why; the run goes on, and nothing of either is left running.
+func TestIsolatedStdioHostile(t *testing.T) {
+	iso := isolator(t)
+	llm := llmtest.NewServer(llmtest.Script{Rules: []llmtest.Rule{{Reply: llmtest.Reply{Text: "hi"}}}})
+	defer llm.Close()
+	for _, c := range []struct {
+		name, script, want string
+	}{
+		{"dies", `echo "cannot find the config file" >&2; exit 3`,
+			`MCP server "bad" is unavailable for this run: its program stopped before answering initialize; it wrote: cannot find the config file.`},
+		{"floods", `printf '{"jsonrpc":"2.0","id":1,"result":"'; exec tr '\0' a </dev/zero`,
+			`MCP server "bad" is unavailable for this run: a message it sent is larger than 4 MiB, the most runnel reads of one MCP message.`},
+		// Inside its own pid namespace the program sees its sandbox's
+		// processes only: bwrap, the shell (runnel's init exec'd into it),
+		// the shell's subshell, ls and grep; none of the host's.
+		{"looks around", `echo "sees $(ls /proc | grep -c '^[0-9]') processes" >&2; exit 1`,
+			`MCP server "bad" is unavailable for this run: its program stopped before answering initialize; it wrote: sees 5 processes.`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req := baseRequest(llm, APIOpenAIChat, "hi")
+			req.Sandbox = "isolated"
+			req.SandboxPermission = &runnel.SandboxPermission{Network: &runnel.NetworkPolicy{Mode: "off"}}
+			req.McpServers = []runnel.McpServer{{Name: "bad", Connection: &runnel.McpConnection{
+				Type: "stdio", Command: "/bin/sh", Args: []string{"-c", c.script, "stdio-" + c.name}}}}
+			res, err := NewManager(&Options{Isolator: iso, WorkspaceRoot: t.TempDir()}).Run(context.Background(), req, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != runnel.StatusCompleted || len(res.Notices) != 1 || res.Notices[0] != c.want {
+				t.Fatalf("status %q notices %q, want %q", res.Status, res.Notices, c.want)
+			}
+			if left := processesNaming("stdio-" + c.name); len(left) > 0 {
+				t.Errorf("the server outlived its run: %v", left)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/runnel/runnel"
@@ -15,11 +16,13 @@ import (
 )
 
 // needsWorkspace reports whether the run has anything to do in a
-// workspace: builtins to run there, or files to put there. A run without
-// either gets none, so a plain chat turn touches no disk.
+// workspace: builtins or stdio MCP servers to run there, or files to put
+// there. A run without any gets none, so a plain chat turn touches no
+// disk.
 func needsWorkspace(p *plan) bool {
 	r := p.req
-	return len(p.grants) > 0 || len(r.Skills) > 0 || len(r.HarnessFiles) > 0 || strings.TrimSpace(r.AgentsMd) != ""
+	return len(p.grants) > 0 || len(r.Skills) > 0 || len(r.HarnessFiles) > 0 || strings.TrimSpace(r.AgentsMd) != "" ||
+		slices.ContainsFunc(p.mcp, func(s mcp.ServerSpec) bool { return s.Transport == mcp.TransportStdio })
 }
 
 // openWorkspace creates the run's workspace (DESIGN §6), isolated when

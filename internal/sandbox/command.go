@@ -103,7 +103,7 @@ func RunCommand(ctx context.Context, ws *Workspace, command string, opts *Comman
 		return CommandResult{}, fmt.Errorf("starting the command: %w", err)
 	}
 	defer pr.Close()
-	argv, env, err := ws.isolated(ws.Dir(), []string{"/bin/sh", "-c", command}, commandEnv(ws, o.Env), nil)
+	argv, env, err := ws.isolated(ws.Dir(), []string{"/bin/sh", "-c", command}, ws.Env(o.Env), nil)
 	if err != nil {
 		pw.Close()
 		return CommandResult{}, fmt.Errorf("starting the command: %w", err)
@@ -185,10 +185,11 @@ func maxOutput(o CommandOptions) int {
 	return o.MaxOutput
 }
 
-// commandEnv is the scrubbed environment; extra entries come last, and
-// exec keeps the last value of a repeated name.
-func commandEnv(ws *Workspace, extra []string) []string {
-	env := []string{"PATH=" + DefaultPath, "HOME=" + ws.Dir(), "LANG=C.UTF-8", "TERM=dumb"}
+// Env is the scrubbed environment of the workspace's commands: PATH,
+// HOME (the workspace), LANG and TERM, then extra ("NAME=value"); exec
+// keeps the last value of a repeated name.
+func (w *Workspace) Env(extra []string) []string {
+	env := []string{"PATH=" + DefaultPath, "HOME=" + w.Dir(), "LANG=C.UTF-8", "TERM=dumb"}
 	return append(env, extra...)
 }
 

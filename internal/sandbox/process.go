@@ -180,3 +180,32 @@ func (p *Process) End(grace time.Duration) error {
 	})
 	return p.endErr
 }
+
+// Tail keeps the last bytes written to it (a program's standard error),
+// for the sentence that says why the program failed. It is safe for
+// concurrent use.
+type Tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+// NewTail keeps the last max bytes.
+func NewTail(max int) *Tail { return &Tail{max: max} }
+
+func (t *Tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// String is what the tail holds.
+func (t *Tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}

@@ -3,9 +3,9 @@ package acp
 import (
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/sandbox"
 )
 
 // transcript is the messages a turn adds, built from what it emits:
@@ -77,30 +77,14 @@ func (p *textPart) close(s *session) {
 
 // tail keeps the last bytes an agent wrote to stderr, for the sentence
 // that explains its failure.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
+type tail struct{ *sandbox.Tail }
 
-func newTail(max int) *tail { return &tail{max: max} }
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
+func newTail(max int) *tail { return &tail{sandbox.NewTail(max)} }
 
 // sentence is the last lines of stderr as a sentence to append to an
 // error, or "" when the agent printed nothing.
 func (t *tail) sentence() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := strings.TrimSpace(strings.ToValidUTF8(string(t.buf), "?"))
+	s := strings.TrimSpace(strings.ToValidUTF8(t.String(), "?"))
 	if s == "" {
 		return ""
 	}

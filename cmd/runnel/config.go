@@ -19,6 +19,7 @@ import (
 	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/redact"
 	"github.com/runnel/runnel/internal/run"
+	"github.com/runnel/runnel/internal/sandbox"
 	"github.com/runnel/runnel/internal/server"
 )
 
@@ -31,6 +32,8 @@ type Config struct {
 	ConcurrencyLimit  int
 	MaxBodyBytes      int64
 	MaxSteps          int
+	// SandboxLimits bound each isolated command or agent.
+	SandboxLimits sandbox.Limits
 	MaxStepBytes      int64
 	MaxRunBytes       int64
 	RunTimeout        time.Duration
@@ -106,6 +109,9 @@ func settings() []struct {
 		{"run", s{"keep-workspaces", "RUNNEL_KEEP_WORKSPACES", "false", "keep each run's workspace after the run instead of removing it", "bool"}},
 		{"run", s{"containment", "RUNNEL_CONTAINMENT", "auto", "how every process a run starts is ended: auto (the strongest this host allows), cgroup, subreaper or process-group", "mechanism"}},
 		{"run", s{"cgroup-parent", "RUNNEL_CGROUP_PARENT", "", "cgroup v2 directory under which runnel makes a cgroup per command (default: runnel's own cgroup)", "dir"}},
+		{"run", s{"sandbox-processes", "RUNNEL_SANDBOX_PROCESSES", "1024", "processes and threads an isolated command or agent may have at once (0: no bound)", "number"}},
+		{"run", s{"sandbox-memory", "RUNNEL_SANDBOX_MEMORY", "4GiB", "memory an isolated command or agent may use, all its processes together (0: no bound)", "size"}},
+		{"run", s{"sandbox-cpu", "RUNNEL_SANDBOX_CPU", "10m", "processor time each process of an isolated command or agent may use (0: no bound)", "duration"}},
 		{"run", s{"interaction-ttl", "RUNNEL_INTERACTION_TTL", "24h", "how long a signed approval stays valid after runnel asked", "duration"}},
 		{"run", s{"provider-keys-file", "RUNNEL_PROVIDER_KEYS_FILE", "", "file of NAME=value lines (ANTHROPIC_API_KEY=…) for requests whose modelConnection.credentialMode is runtime_provided", "file"}},
 		{"agents", s{"agents-dir", "RUNNEL_AGENTS_DIR", "", "directory the ACP agents are installed in by `runnel agents install` (default ~/.local/share/runnel/agents)", "dir"}},
@@ -190,6 +196,13 @@ func (c *config) bytes(name string) int64 {
 		return 0
 	}
 	return n * mult
+}
+
+// zero reports a setting given as 0: no bound, where the setting allows
+// it.
+func (c *config) zero(name string) bool {
+	v, _ := c.raw(name)
+	return strings.TrimSpace(v) == "0"
 }
 
 // duration reads a positive Go duration. Zero is refused rather than
@@ -429,6 +442,13 @@ func (c *config) load() (*Config, error) {
 			c.fail(from, v, "is not a containment; use auto, cgroup, subreaper or process-group")
 		}
 		cfg.CgroupParent = c.str("cgroup-parent")
+		cfg.SandboxLimits.Processes = int(c.int("sandbox-processes", 0, 1<<22))
+		if !c.zero("sandbox-memory") {
+			cfg.SandboxLimits.Memory = c.bytes("sandbox-memory")
+		}
+		if !c.zero("sandbox-cpu") {
+			cfg.SandboxLimits.CPU = c.duration("sandbox-cpu")
+		}
 		cfg.InteractionTTL = c.duration("interaction-ttl")
 		cfg.ProviderKeys = c.providerKeys()
 		cfg.InteractionSecret = strings.TrimSpace(c.getenv("RUNNEL_INTERACTION_SECRET"))
@@ -489,6 +509,7 @@ func (cfg *Config) runOptions(log *slog.Logger, h *host) *run.Options {
 		Logger:         log,
 		Containment:    h.containment,
 		Isolator:       h.isolator,
+		SandboxLimits:  cfg.SandboxLimits,
 		ScriptLimiter:  h.scripts,
 		InteractionTTL: cfg.InteractionTTL,
 		ProviderKeys:   cfg.ProviderKeys,

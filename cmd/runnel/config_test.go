@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/runnel/runnel/internal/sandbox"
 )
 
 func mapEnv(env map[string]string) func(string) string {
@@ -33,7 +35,7 @@ func defaults() Config {
 		RunTimeout: 10 * time.Minute, IdleTimeout: 2 * time.Minute, FirstTokenTimeout: 2 * time.Minute,
 		ToolTimeout: 30 * time.Second, ShutdownGrace: 30 * time.Second, LogLevel: slog.LevelInfo, LogFormat: "json",
 		Containment: "auto", InteractionTTL: 24 * time.Hour, MaxStepBytes: 8 << 20, MaxRunBytes: 32 << 20,
-		WriteTimeout: 30 * time.Second}
+		WriteTimeout: 30 * time.Second, SandboxLimits: sandbox.Limits{Processes: 1024, Memory: 4 << 30, CPU: 10 * time.Minute}}
 }
 
 func TestConfig(t *testing.T) {
@@ -71,12 +73,14 @@ func TestConfig(t *testing.T) {
 			"RUNNEL_MAX_BODY_BYTES": "16MiB", "RUNNEL_MAX_STEPS": "7", "RUNNEL_RUN_TIMEOUT": "1h", "RUNNEL_IDLE_TIMEOUT": "45s",
 			"RUNNEL_FIRST_TOKEN_TIMEOUT": "20s", "RUNNEL_TOOL_TIMEOUT": "1m30s", "RUNNEL_SHUTDOWN_GRACE": "5s",
 			"RUNNEL_LOG_LEVEL": "DEBUG", "RUNNEL_LOG_FORMAT": "text", "RUNNEL_CONTAINMENT": "Subreaper",
-			"RUNNEL_CGROUP_PARENT": "/sys/fs/cgroup/runnel", "RUNNEL_INTERACTION_TTL": "2h"},
+			"RUNNEL_CGROUP_PARENT": "/sys/fs/cgroup/runnel", "RUNNEL_INTERACTION_TTL": "2h",
+			"RUNNEL_SANDBOX_PROCESSES": "0", "RUNNEL_SANDBOX_MEMORY": "512MiB", "RUNNEL_SANDBOX_CPU": "0"},
 			want: &Config{Host: "0.0.0.0", Port: 9000, Token: "env-token-1234", ConcurrencyLimit: 5, MaxBodyBytes: 16 << 20,
 				MaxSteps: 7, RunTimeout: time.Hour, IdleTimeout: 45 * time.Second, FirstTokenTimeout: 20 * time.Second,
 				ToolTimeout: 90 * time.Second, ShutdownGrace: 5 * time.Second, LogLevel: slog.LevelDebug, LogFormat: "text",
 				Containment: "subreaper", CgroupParent: "/sys/fs/cgroup/runnel", InteractionTTL: 2 * time.Hour,
-				MaxStepBytes: 8 << 20, MaxRunBytes: 32 << 20, WriteTimeout: 30 * time.Second}},
+				MaxStepBytes: 8 << 20, MaxRunBytes: 32 << 20, WriteTimeout: 30 * time.Second,
+				SandboxLimits: sandbox.Limits{Memory: 512 << 20}}},
 		{name: "a flag wins over its variable", args: []string{"--port", "0", "--log-level", "warn"},
 			env:  map[string]string{"RUNNEL_PORT": "9000", "RUNNEL_LOG_LEVEL": "debug"},
 			want: with(func(c *Config) { c.Port, c.LogLevel = 0, slog.LevelWarn })},

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -124,6 +125,19 @@ func TestServeWithTheRealManager(t *testing.T) {
 	if err != nil || caps.Sandbox == nil || caps.Sandbox.ProcessContainment == "" || caps.Sandbox.Guarantee == "" ||
 		!strings.HasPrefix(caps.Sandbox.Guarantee, caps.Sandbox.ProcessContainment+":") || caps.Sandbox.LocalSeparation == "" {
 		t.Errorf("capabilities %+v (%v), want the sandbox's containment and separation", caps.Sandbox, err)
+	}
+	// And what bounds each isolated command, and how this host enforces
+	// them (CI's host: the cgroup v1 pids and memory controllers).
+	if slices.Contains(caps.Sandbox.Backends, "isolated") {
+		l := caps.Sandbox.IsolatedLimits
+		if l["processes"].Limit != 1024 || l["memoryBytes"].Limit != 4<<30 || l["cpuSeconds"] != (server.LimitInfo{Limit: 600, EnforcedBy: "rlimit"}) {
+			t.Errorf("isolatedLimits %+v, want the defaults", l)
+		}
+		for _, k := range []string{"processes", "memoryBytes"} {
+			if by := l[k].EnforcedBy; by == "" || os.Getenv("RUNNEL_TEST_REQUIRE_ISOLATION") != "" && !strings.HasPrefix(by, "cgroup") {
+				t.Errorf("isolatedLimits[%s] enforced by %q", k, by)
+			}
+		}
 	}
 	if os.Geteuid() == 0 && !strings.HasPrefix(caps.Sandbox.LocalSeparation, "none: runnel runs as root") {
 		t.Errorf("as root, localSeparation %q, want it to say a run can reach runnel", caps.Sandbox.LocalSeparation)

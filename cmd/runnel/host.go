@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"time"
 
 	"github.com/runnel/runnel/internal/agents"
 	"github.com/runnel/runnel/internal/codemode"
@@ -24,6 +25,8 @@ type host struct {
 	scripts     *codemode.Limiter
 	agents      *agents.Registry
 	root        bool
+	// limits bound each isolated command or agent.
+	limits sandbox.Limits
 }
 
 // setUpHost probes process containment and sweeps what dead runnel
@@ -43,7 +46,7 @@ func setUpHost(cfg *Config, log *slog.Logger) (*host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("isolated sandbox: %w", err)
 	}
-	h := &host{containment: c, isolator: iso, scripts: codemode.NewLimiter(0), root: os.Geteuid() == 0}
+	h := &host{containment: c, isolator: iso, limits: cfg.SandboxLimits, scripts: codemode.NewLimiter(0), root: os.Geteuid() == 0}
 	log.Info("process containment", slog.String("mechanism", string(c.Mechanism())), slog.String("detail", c.Detail()))
 	log.Info("isolated sandbox", slog.Bool("available", iso.Supported()), slog.String("detail", iso.Detail()))
 	if n, err := c.SweepStaleCgroups(); err != nil || n > 0 {
@@ -76,6 +79,9 @@ func (h *host) close(log *slog.Logger) {
 	if err := h.containment.Close(); err != nil {
 		log.Warn("process containment", slog.Any("err", err))
 	}
+	if err := h.isolator.Close(); err != nil {
+		log.Warn("isolated sandbox", slog.Any("err", err))
+	}
 }
 
 // sandboxInfo is what /v1/capabilities says about the local sandbox.
@@ -91,9 +97,26 @@ func (h *host) sandboxInfo() *server.SandboxInfo {
 	if h.isolator.Supported() {
 		backends = append(backends, "isolated")
 	}
+	var limits map[string]server.LimitInfo
+	if h.isolator.Supported() {
+		bounds := h.isolator.Bounds(h.containment)
+		enforced := func(field string, limit int64) server.LimitInfo {
+			by := bounds[field]
+			if by == "" {
+				by = "not enforced on this host"
+			}
+			return server.LimitInfo{Limit: limit, EnforcedBy: by}
+		}
+		limits = map[string]server.LimitInfo{
+			"processes":   enforced("processes", int64(h.limits.Processes)),
+			"memoryBytes": enforced("memory", h.limits.Memory),
+			"cpuSeconds":  enforced("cpu", int64(h.limits.CPU/time.Second)),
+		}
+	}
 	return &server.SandboxInfo{
 		Backends:           backends,
 		Isolated:           h.isolator.Detail(),
+		IsolatedLimits:     limits,
 		ProcessContainment: string(h.containment.Mechanism()),
 		Guarantee:          h.containment.Guarantee(),
 		LocalSeparation:    separation,

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -173,7 +174,11 @@ func TestServeEndToEnd(t *testing.T) {
 	json.NewDecoder(resp.Body).Decode(&health)
 	resp.Body.Close()
 	want := map[string]any{"status": "ok", "runner": version, "protocol": 1.0,
-		"harnesses": []any{"native", "fake"}, "features": []any{"ndjson", "permissions", "pause_resume", "client_tools", "builtins", "mcp", "code_mode", "model_connection", "attachments", "kill", "acp"}}
+		"harnesses": []any{"native", "fake"}, "features": []any{"ndjson", "permissions", "pause_resume", "client_tools", "builtins", "mcp", "code_mode", "model_connection", "attachments", "kill", "acp"},
+		"sandboxes": []any{"local"}}
+	if os.Getenv("RUNNEL_TEST_REQUIRE_ISOLATION") != "" || slices.Contains(health["sandboxes"].([]any), "isolated") {
+		want["sandboxes"] = []any{"local", "isolated"}
+	}
 	if diff := cmp.Diff(want, health); diff != "" {
 		t.Errorf("health (-want +got):\n%s", diff)
 	}

@@ -161,6 +161,9 @@ type Options struct {
 	// Isolator is the host's isolated sandbox (sandbox.ProbeIsolator);
 	// nil or unsupported refuses sandbox "isolated".
 	Isolator *sandbox.Isolator
+	// SandboxLimits bound each isolated command or agent (processes,
+	// memory, CPU time); a zero field is no bound.
+	SandboxLimits sandbox.Limits
 	// Agents are the ACP agents the manager may run (DESIGN §7); nil
 	// means the native harness only.
 	Agents *agents.Registry

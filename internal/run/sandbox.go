@@ -51,7 +51,7 @@ func (m *Manager) checkSandbox(p *plan) error {
 		return invalid(`Sandbox "isolated" is not available on this host (%s); use sandbox "local" without sandboxPermission restrictions, or run runnel where bubblewrap and user namespaces work.`,
 			strings.TrimSuffix(m.opts.Isolator.Detail(), "."))
 	}
-	is := &sandbox.Isolation{Isolator: m.opts.Isolator}
+	is := &sandbox.Isolation{Isolator: m.opts.Isolator, Limits: m.opts.SandboxLimits}
 	switch sp.Filesystem {
 	case "", "readonly":
 		is.Filesystem = sandbox.FilesystemReadonly

@@ -33,6 +33,11 @@ func isolator(t *testing.T) *sandbox.Isolator {
 		}
 		t.Skipf("isolated sandbox unavailable: %s", i.Detail())
 	}
+	t.Cleanup(func() {
+		if err := i.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return i
 }
 

@@ -103,15 +103,15 @@ func RunCommand(ctx context.Context, ws *Workspace, command string, opts *Comman
 		return CommandResult{}, fmt.Errorf("starting the command: %w", err)
 	}
 	defer pr.Close()
-	argv, env, err := ws.isolated(ws.Dir(), []string{"/bin/sh", "-c", command}, ws.Env(o.Env), nil)
-	if err != nil {
-		pw.Close()
-		return CommandResult{}, fmt.Errorf("starting the command: %w", err)
-	}
 	sc, err := ws.containment.newScope()
 	if err != nil {
 		pw.Close()
 		return CommandResult{}, fmt.Errorf("starting the command: %w", err)
+	}
+	argv, env, err := ws.isolated(ws.Dir(), []string{"/bin/sh", "-c", command}, ws.Env(o.Env), nil, sc)
+	if err != nil {
+		pw.Close()
+		return CommandResult{}, errors.Join(fmt.Errorf("starting the command: %w", err), sc.discard())
 	}
 	cmd := exec.CommandContext(tctx, argv[0], argv[1:]...)
 	cmd.Dir = ws.Dir()
@@ -197,7 +197,7 @@ func (w *Workspace) Env(extra []string) []string {
 // local sandbox; through bwrap and Init on the isolated one, with the
 // proxy's variables, and with extra (a program's own mounts) added to
 // the workspace's isolation.
-func (w *Workspace) isolated(dir string, argv, env []string, extra *Isolation) ([]string, []string, error) {
+func (w *Workspace) isolated(dir string, argv, env []string, extra *Isolation, sc *scope) ([]string, []string, error) {
 	if w.isolation == nil {
 		return argv, env, nil
 	}
@@ -211,7 +211,16 @@ func (w *Workspace) isolated(dir string, argv, env []string, extra *Isolation) (
 			return nil, nil, err
 		}
 	}
-	return is.wrap(w.Dir(), dir, argv), append(env, is.proxyEnv()...), nil
+	// The command's own cgroup v2 bounds what it can; cgroup v1 what is
+	// left, on a hybrid host.
+	rest, err := sc.limit(is.Limits)
+	if err != nil {
+		return nil, nil, err
+	}
+	if sc.v1, err = is.Isolator.limiter.scope(rest); err != nil {
+		return nil, nil, err
+	}
+	return is.wrap(w.Dir(), dir, argv, sc.v1.args()...), append(env, is.proxyEnv()...), nil
 }
 
 // killGroup sends SIGKILL to the process group led by pid. A group that

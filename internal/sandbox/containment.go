@@ -82,6 +82,9 @@ type Containment struct {
 	// subreaper), so ending a command also reaps what it left as zombies.
 	reaps bool
 	seq   atomic.Uint64
+	// controllers are the cgroup v2 controllers each command's cgroup has
+	// ("pids", "memory"): what bounds it there.
+	controllers []string
 
 	// mu orders starting a command against a sweep, so that a sweep never
 	// sees a command's new shell before it is in running; running holds

@@ -72,6 +72,7 @@ func (c *Containment) probeCgroup(parent string) (note string, err error) {
 	switch {
 	case err == nil:
 		c.mech, c.cgroupDir = MechanismCgroup, dir
+		c.controllers = enableControllers(dir)
 		return "", nil
 	case named:
 		return "", fmt.Errorf("using the cgroup parent %s: %w", parent, err)
@@ -149,6 +150,9 @@ type scope struct {
 	cgroup, cgroupPath string
 	fd                 int // the cgroup, open until the shell started; -1 otherwise
 	pid                int
+	// v1 are the command's cgroup v1 bounds, when the v2 cgroup above
+	// cannot bound it (bound).
+	v1 *v1Scope
 }
 
 // newScope prepares a command's containment: in MechanismCgroup, a fresh
@@ -171,6 +175,19 @@ func (c *Containment) newScope() (*scope, error) {
 	return s, nil
 }
 
+// discard releases a scope whose command never started.
+func (s *scope) discard() error {
+	if s.fd >= 0 {
+		_ = syscall.Close(s.fd)
+		s.fd = -1
+	}
+	var err error
+	if s.cgroup != "" {
+		err = removeCgroup(s.cgroup)
+	}
+	return errors.Join(err, s.v1.remove())
+}
+
 // sysProcAttr starts the shell in a process group (MechanismProcessGroup)
 // or a session of its own, which is also a process group; in
 // MechanismCgroup, straight inside its cgroup (clone3 CLONE_INTO_CGROUP),
@@ -186,6 +203,7 @@ func (s *scope) sysProcAttr() *syscall.SysProcAttr {
 }
 
 func (s *scope) start(cmd *exec.Cmd) error {
+	s.v1.prepare(cmd)
 	var err error
 	if s.c == nil {
 		err = cmd.Start()
@@ -200,9 +218,14 @@ func (s *scope) start(cmd *exec.Cmd) error {
 		if s.cgroup != "" {
 			err = errors.Join(err, removeCgroup(s.cgroup))
 		}
-		return err
+		return errors.Join(err, s.v1.remove())
 	}
 	s.pid = cmd.Process.Pid
+	if err := s.v1.join(); err != nil {
+		// Nothing of the command has run: bwrap holds it until joined.
+		_ = s.kill(s.pid)
+		return fmt.Errorf("bounding the command: %w", err)
+	}
 	return nil
 }
 
@@ -226,11 +249,11 @@ func (s *scope) end() error {
 	err := killGroup(s.pid)
 	switch s.c.Mechanism() {
 	case MechanismCgroup:
-		return s.c.endCgroup(s.cgroup, s.cgroupPath)
+		err = s.c.endCgroup(s.cgroup, s.cgroupPath)
 	case MechanismSubreaper:
-		return s.c.sweep()
+		err = s.c.sweep()
 	}
-	return err
+	return errors.Join(err, s.v1.remove())
 }
 
 // endCgroup kills everything in the cgroup at dir (cgPath in

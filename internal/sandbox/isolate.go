@@ -55,15 +55,22 @@ func ToolchainDirs() []string {
 }
 
 // Limits bound what the processes of one isolated command or program may
-// use. A zero field is no bound.
+// use. A zero field is no bound. Isolator.Bounds says which this host
+// enforces.
 type Limits struct {
 	// CPU is the processor time each process may use (RLIMIT_CPU).
 	CPU time.Duration
-	// Memory is the address space each process may map (RLIMIT_AS), and
-	// the memory of them all where runnel can create a memory cgroup.
+	// Memory is the memory of all the command's processes together (a
+	// memory cgroup, v2 or v1).
 	Memory int64
-	// Processes is how many processes may exist at once (a pids cgroup).
+	// Processes is how many processes and threads the command may have
+	// at once (a pids cgroup, v2 or v1): a fork bomb stops there.
 	Processes int
+	// AddressSpace is the address space each process may map
+	// (RLIMIT_AS), for a host without memory cgroups. It breaks runtimes
+	// that reserve more than they use (Node's WebAssembly, JITs), so it
+	// is never set by default.
+	AddressSpace int64
 }
 
 // Isolation is how a workspace's commands and programs are isolated. A
@@ -133,7 +140,7 @@ func (is *Isolation) network() Network {
 // that runs it isolated. Only paths and flags go on it, never the
 // environment: bwrap's command line is readable by anyone on the host,
 // its environment (passed on to the command) is not.
-func (is *Isolation) wrap(ws string, dir string, argv []string) []string {
+func (is *Isolation) wrap(ws string, dir string, argv []string, flags ...string) []string {
 	a := []string{is.Isolator.bwrap,
 		"--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
 		// The command dies with runnel; it cannot push input into a
@@ -173,6 +180,7 @@ func (is *Isolation) wrap(ws string, dir string, argv []string) []string {
 		_, host, _ := strings.Cut(s, "=")
 		a = append(a, "--bind", host, insideSocket(i))
 	}
+	a = append(a, flags...)
 	a = append(a, "--chdir", dir, "--", insideInit, InitCommand)
 	a = append(a, is.initArgs(ws)...)
 	return append(append(a, "--"), argv...)
@@ -205,8 +213,8 @@ func (is *Isolation) initArgs(ws string) []string {
 	if is.Limits.CPU > 0 {
 		a = append(a, "-cpu", strconv.FormatInt(int64((is.Limits.CPU+time.Second-1)/time.Second), 10))
 	}
-	if is.Limits.Memory > 0 {
-		a = append(a, "-as", strconv.FormatInt(is.Limits.Memory, 10))
+	if is.Limits.AddressSpace > 0 {
+		a = append(a, "-as", strconv.FormatInt(is.Limits.AddressSpace, 10))
 	}
 	if is.network() == NetworkAllowlist {
 		a = append(a, "-forward", fmt.Sprintf("127.0.0.1:%d=%s", proxyPort, insideProxy))

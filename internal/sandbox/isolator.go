@@ -1,5 +1,7 @@
 package sandbox
 
+import "slices"
+
 // IsolatorOptions configures ProbeIsolator. The zero value finds bwrap on
 // PATH and uses the running binary as the sandbox's init.
 type IsolatorOptions struct {
@@ -20,6 +22,35 @@ type Isolator struct {
 	landlockABI   int
 	supported     bool
 	detail        string
+	// limiter bounds commands through cgroup v1, on a hybrid host.
+	limiter *v1Limiter
+}
+
+// Close removes what the probe made (runnel's cgroup v1 bounds); every
+// isolated command must be over.
+func (i *Isolator) Close() error {
+	if i == nil {
+		return nil
+	}
+	return i.limiter.close()
+}
+
+// Bounds says how this host enforces each of Limits' fields for an
+// isolated command, given the Containment its workspaces use: "cgroup v2",
+// "cgroup v1", "rlimit" (per process), or "" when it cannot.
+func (i *Isolator) Bounds(c *Containment) map[string]string {
+	out := map[string]string{"cpu": "rlimit", "addressSpace": "rlimit"}
+	for field, ctl := range map[string]string{"processes": "pids", "memory": "memory"} {
+		switch {
+		case c != nil && slices.Contains(c.controllers, ctl):
+			out[field] = "cgroup v2"
+		case i != nil && i.limiter.enforces(ctl):
+			out[field] = "cgroup v1"
+		default:
+			out[field] = ""
+		}
+	}
+	return out
 }
 
 // Supported reports whether the isolated sandbox works on this host.

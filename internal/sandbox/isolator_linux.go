@@ -63,6 +63,7 @@ func ProbeIsolator(ctx context.Context, opts *IsolatorOptions) (*Isolator, error
 		return i, nil
 	}
 	i.supported = true
+	i.limiter = probeV1()
 	i.detail = "bubblewrap " + i.bwrap + " (user, mount, pid, ipc, uts, network namespaces)"
 	if i.landlock {
 		i.detail += fmt.Sprintf(", landlock ABI %d", i.landlockABI)

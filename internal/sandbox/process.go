@@ -58,13 +58,13 @@ func StartProcess(ws *Workspace, argv []string, opts *ProcessOptions) (*Process,
 		dir = ws.Dir()
 	}
 	name := argv[0]
-	argv, env, err := ws.isolated(dir, argv, o.Env, o.Isolation)
-	if err != nil {
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
 	sc, err := ws.containment.newScope()
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	argv, env, err := ws.isolated(dir, argv, o.Env, o.Isolation, sc)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("starting %s: %w", name, err), sc.discard())
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
@@ -81,13 +81,13 @@ func StartProcess(ws *Workspace, argv []string, opts *ProcessOptions) (*Process,
 	// races with a reader still draining the last lines the program wrote.
 	inR, inW, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("starting %s: %w", name, err)
+		return nil, errors.Join(fmt.Errorf("starting %s: %w", name, err), sc.discard())
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		inR.Close()
 		inW.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
+		return nil, errors.Join(fmt.Errorf("starting %s: %w", name, err), sc.discard())
 	}
 	cmd.Stdin, cmd.Stdout = inR, outW
 	err = sc.start(cmd)

@@ -121,6 +121,18 @@ type SandboxInfo struct {
 	// LocalSeparation says whether a local run's processes can reach
 	// runnel's memory, and with it other runs' credentials.
 	LocalSeparation string `json:"localSeparation"`
+	// IsolatedLimits are the bounds of each isolated command or agent
+	// ("processes", "memoryBytes", "cpuSeconds") and how this host
+	// enforces each; absent without the isolated sandbox.
+	IsolatedLimits map[string]LimitInfo `json:"isolatedLimits,omitempty"`
+}
+
+// LimitInfo is one bound of the isolated sandbox: its value (0: none)
+// and what enforces it here ("cgroup v2", "cgroup v1", "rlimit"), or
+// "not enforced on this host".
+type LimitInfo struct {
+	Limit      int64  `json:"limit"`
+	EnforcedBy string `json:"enforcedBy"`
 }
 
 // Limits are the server's limits as /v1/capabilities reports them. The run
@@ -286,13 +298,19 @@ func (rec *statusRecorder) status() int {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	var sandboxes []string
+	if c := s.opts.Capabilities; c != nil && c.Sandbox != nil {
+		sandboxes = c.Sandbox.Backends
+	}
 	s.writeJSON(w, r, http.StatusOK, struct {
 		Status    string   `json:"status"`
 		Runner    string   `json:"runner"`
 		Protocol  int      `json:"protocol"`
 		Harnesses []string `json:"harnesses"`
 		Features  []string `json:"features"`
-	}{"ok", s.opts.Version, Protocol, orEmpty(s.opts.Harnesses), orEmpty(s.opts.Features)})
+		// Sandboxes are the sandbox backends this host can enforce.
+		Sandboxes []string `json:"sandboxes,omitempty"`
+	}{"ok", s.opts.Version, Protocol, orEmpty(s.opts.Harnesses), orEmpty(s.opts.Features), sandboxes})
 }
 
 func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {

@@ -26,14 +26,14 @@ import (
 // Config is everything runnel reads from flags and RUNNEL_* variables. It
 // is read once, in Main, validated as a whole, and passed down as options.
 type Config struct {
-	Host              string
-	Port              int
-	Token             string // never logged
-	ConcurrencyLimit  int
-	MaxBodyBytes      int64
-	MaxSteps          int
+	Host             string
+	Port             int
+	Token            string // never logged
+	ConcurrencyLimit int
+	MaxBodyBytes     int64
+	MaxSteps         int
 	// SandboxLimits bound each isolated command or agent.
-	SandboxLimits sandbox.Limits
+	SandboxLimits     sandbox.Limits
 	MaxStepBytes      int64
 	MaxRunBytes       int64
 	RunTimeout        time.Duration

@@ -33,7 +33,10 @@ type Config struct {
 	MaxBodyBytes     int64
 	MaxSteps         int
 	// SandboxLimits bound each isolated command or agent.
-	SandboxLimits     sandbox.Limits
+	SandboxLimits sandbox.Limits
+	// AllowLocalSandbox is RUNNEL_ALLOW_LOCAL_SANDBOX; nil is auto: local
+	// only where the host cannot isolate.
+	AllowLocalSandbox *bool
 	MaxStepBytes      int64
 	MaxRunBytes       int64
 	RunTimeout        time.Duration
@@ -109,6 +112,7 @@ func settings() []struct {
 		{"run", s{"keep-workspaces", "RUNNEL_KEEP_WORKSPACES", "false", "keep each run's workspace after the run instead of removing it", "bool"}},
 		{"run", s{"containment", "RUNNEL_CONTAINMENT", "auto", "how every process a run starts is ended: auto (the strongest this host allows), cgroup, subreaper or process-group", "mechanism"}},
 		{"run", s{"cgroup-parent", "RUNNEL_CGROUP_PARENT", "", "cgroup v2 directory under which runnel makes a cgroup per command (default: runnel's own cgroup)", "dir"}},
+		{"run", s{"allow-local-sandbox", "RUNNEL_ALLOW_LOCAL_SANDBOX", "auto", "let a request that asks for sandbox \"local\" have it: auto (only where the isolated sandbox is unavailable), true, or false (start-up fails where it is unavailable)", "auto|bool"}},
 		{"run", s{"sandbox-processes", "RUNNEL_SANDBOX_PROCESSES", "1024", "processes and threads an isolated command or agent may have at once (0: no bound)", "number"}},
 		{"run", s{"sandbox-memory", "RUNNEL_SANDBOX_MEMORY", "4GiB", "memory an isolated command or agent may use, all its processes together (0: no bound)", "size"}},
 		{"run", s{"sandbox-cpu", "RUNNEL_SANDBOX_CPU", "10m", "processor time each process of an isolated command or agent may use (0: no bound)", "duration"}},
@@ -442,6 +446,10 @@ func (c *config) load() (*Config, error) {
 			c.fail(from, v, "is not a containment; use auto, cgroup, subreaper or process-group")
 		}
 		cfg.CgroupParent = c.str("cgroup-parent")
+		if v, _ := c.raw("allow-local-sandbox"); strings.ToLower(strings.TrimSpace(v)) != "auto" {
+			allow := c.bool("allow-local-sandbox")
+			cfg.AllowLocalSandbox = &allow
+		}
 		cfg.SandboxLimits.Processes = int(c.int("sandbox-processes", 0, 1<<22))
 		if !c.zero("sandbox-memory") {
 			cfg.SandboxLimits.Memory = c.bytes("sandbox-memory")
@@ -506,13 +514,14 @@ func (cfg *Config) logger(w io.Writer) *slog.Logger {
 
 func (cfg *Config) runOptions(log *slog.Logger, h *host) *run.Options {
 	return &run.Options{
-		Logger:         log,
-		Containment:    h.containment,
-		Isolator:       h.isolator,
-		SandboxLimits:  cfg.SandboxLimits,
-		ScriptLimiter:  h.scripts,
-		InteractionTTL: cfg.InteractionTTL,
-		ProviderKeys:   cfg.ProviderKeys,
+		Logger:            log,
+		Containment:       h.containment,
+		Isolator:          h.isolator,
+		SandboxLimits:     cfg.SandboxLimits,
+		AllowLocalSandbox: cfg.localAllowed(h.isolator),
+		ScriptLimiter:     h.scripts,
+		InteractionTTL:    cfg.InteractionTTL,
+		ProviderKeys:      cfg.ProviderKeys,
 		// The server's own secrets are secrets of every run: a run's
 		// tools must not bring them into its events.
 		ServerSecrets:     cfg.serverSecrets(),
@@ -532,6 +541,15 @@ func (cfg *Config) runOptions(log *slog.Logger, h *host) *run.Options {
 		Agents:            h.agents,
 		ACPTimeouts:       acp.Timeouts{Initialize: cfg.AgentStartTimeout, Session: cfg.AgentStartTimeout},
 	}
+}
+
+// localAllowed is whether a request may have sandbox "local": as the
+// operator said, or (auto) only where the host cannot isolate.
+func (cfg *Config) localAllowed(iso *sandbox.Isolator) bool {
+	if cfg.AllowLocalSandbox != nil {
+		return *cfg.AllowLocalSandbox
+	}
+	return !iso.Supported()
 }
 
 // registry is the ACP agents this runnel may run.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/runnel/runnel/internal/agents"
@@ -46,9 +47,13 @@ func setUpHost(cfg *Config, log *slog.Logger) (*host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("isolated sandbox: %w", err)
 	}
+	if cfg.AllowLocalSandbox != nil && !*cfg.AllowLocalSandbox && !iso.Supported() {
+		return nil, fmt.Errorf("RUNNEL_ALLOW_LOCAL_SANDBOX is false, but this host has no isolated sandbox (%s): install bubblewrap and allow user namespaces, or allow the local sandbox", strings.TrimSuffix(iso.Detail(), "."))
+	}
 	h := &host{containment: c, isolator: iso, limits: cfg.SandboxLimits, scripts: codemode.NewLimiter(0), root: os.Geteuid() == 0}
 	log.Info("process containment", slog.String("mechanism", string(c.Mechanism())), slog.String("detail", c.Detail()))
-	log.Info("isolated sandbox", slog.Bool("available", iso.Supported()), slog.String("detail", iso.Detail()))
+	log.Info("isolated sandbox", slog.Bool("available", iso.Supported()), slog.String("detail", iso.Detail()),
+		slog.Bool("default", iso.Supported()), slog.Bool("local_allowed", cfg.localAllowed(iso)))
 	if n, err := c.SweepStaleCgroups(); err != nil || n > 0 {
 		log.Warn("swept the cgroups of dead runnel processes", slog.Int("removed", n), slog.Any("err", err))
 	}

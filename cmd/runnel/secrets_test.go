@@ -15,11 +15,14 @@ import (
 )
 
 // TestRunsCannotReadRunnelsSecrets: a run's bash reads the environment and
-// command line of its parent, runnel, where the server's token and
-// interaction secret live. As runnel's own unprivileged user it is
-// refused (runnel is not dumpable); as root it can read them (root keeps
-// CAP_SYS_PTRACE, which /v1/capabilities says), but the server's secrets
-// are secrets of every run, so nothing it shows carries them.
+// command line of its parent, where the server's token and interaction
+// secret live. On the local sandbox (which the operator must allow where
+// the host has the isolated one) the parent is runnel: as runnel's own
+// unprivileged user it is refused (runnel is not dumpable); as root it
+// can read them (root keeps CAP_SYS_PTRACE, which /v1/capabilities says),
+// but the server's secrets are secrets of every run, so nothing it shows
+// carries them. On the isolated sandbox, the default, runnel is not in
+// the sandbox's pid namespace at all: the parent is the sandbox's init.
 func TestRunsCannotReadRunnelsSecrets(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("PR_SET_DUMPABLE and /proc are Linux")
@@ -36,22 +39,27 @@ func TestRunsCannotReadRunnelsSecrets(t *testing.T) {
 	}})
 	defer llm.Close()
 	type user struct {
-		name string
-		cred *syscall.Credential
-		want string // what bash must have seen instead of the secrets
+		name    string
+		cred    *syscall.Credential
+		sandbox string
+		want    string // what bash must have seen instead of the secrets
 	}
-	users := []user{{"runnel's own user", nil, "Permission denied"}}
+	users := []user{{"runnel's own user", nil, "local", "Permission denied"}}
 	if os.Geteuid() == 0 {
 		users[0].want = "[REDACTED]" // root reads /proc of anyone
-		users = append(users, user{"an unprivileged user", &syscall.Credential{Uid: 65534, Gid: 65534}, "Permission denied"})
+		users = append(users, user{"an unprivileged user", &syscall.Credential{Uid: 65534, Gid: 65534}, "local", "Permission denied"})
+	}
+	if _, err := exec.LookPath("bwrap"); err == nil || os.Getenv("RUNNEL_TEST_REQUIRE_ISOLATION") != "" {
+		users = append(users, user{"runnel's own user, isolated", nil, "", "cannot open /proc/1/environ: Permission denied"})
 	}
 	for _, u := range users {
 		t.Run(u.name, func(t *testing.T) {
 			root := ownedDir(t, u.cred)
 			env := []string{"PATH=/usr/bin:/bin", "RUNNEL_PORT=0", "RUNNEL_TOKEN=" + token,
-				"RUNNEL_INTERACTION_SECRET=" + secret, "RUNNEL_WORKSPACE_ROOT=" + root}
+				"RUNNEL_INTERACTION_SECRET=" + secret, "RUNNEL_WORKSPACE_ROOT=" + root, "RUNNEL_ALLOW_LOCAL_SANDBOX=true"}
 			url, _, stop := startProcessAs(t, bin, env, u.cred)
 			res := postRun(t, url, map[string]any{
+				"sandbox":     u.sandbox,
 				"model":       "openai/gpt-test",
 				"endpoint":    map[string]string{"baseUrl": llm.URL + "/v1"},
 				"tools":       []string{"bash"},

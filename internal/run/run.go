@@ -161,6 +161,10 @@ type Options struct {
 	// Isolator is the host's isolated sandbox (sandbox.ProbeIsolator);
 	// nil or unsupported refuses sandbox "isolated".
 	Isolator *sandbox.Isolator
+	// AllowLocalSandbox lets a request that asks for sandbox "local" have
+	// it when the host has the isolated sandbox; otherwise every run is
+	// isolated there (a run without a sandbox is, either way).
+	AllowLocalSandbox bool
 	// SandboxLimits bound each isolated command or agent (processes,
 	// memory, CPU time); a zero field is no bound.
 	SandboxLimits sandbox.Limits

@@ -34,8 +34,10 @@ func (m *Manager) checkSandbox(p *plan) error {
 	if sp.Network != nil {
 		net = *sp.Network
 	}
-	switch strings.ToLower(strings.TrimSpace(p.req.Sandbox)) {
-	case "", "local":
+	got := m.sandboxOf(p.req.Sandbox)
+	p.log = p.log.With("sandbox", got)
+	switch got {
+	case "local":
 		if sp.Filesystem != "" {
 			return invalid(`Filesystem sandbox policy is not enforceable on the local sandbox; use sandbox "isolated", or remove sandboxPermission.filesystem.`)
 		}
@@ -80,6 +82,24 @@ func (m *Manager) checkSandbox(p *plan) error {
 	}
 	p.isolation = is
 	return nil
+}
+
+// sandboxOf is the sandbox a run gets: isolated when the host has it,
+// unless the request asks for local and the operator allows local
+// (Options.AllowLocalSandbox); local where the host cannot isolate. A
+// request for local that gets isolated is only ever given more
+// protection, never less.
+func (m *Manager) sandboxOf(asked string) string {
+	asked = strings.ToLower(strings.TrimSpace(asked))
+	switch {
+	case asked == "" && m.opts.Isolator.Supported():
+		return "isolated"
+	case asked == "":
+		return "local"
+	case asked == "local" && m.opts.Isolator.Supported() && !m.opts.AllowLocalSandbox:
+		return "isolated"
+	}
+	return asked
 }
 
 // checkSandboxReach checks what a run must reach under a restricted

@@ -115,23 +115,9 @@ type turnTimes struct {
 // runFirstText runs the first-text benchmark on every installed agent of
 // cfg.harnesses.
 func runFirstText(ctx context.Context, cfg config, tmp string) ([]firstTextRow, error) {
-	if cfg.requireNetns {
-		if err := checkLoopbackOnly(); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.agentsDir == "" {
-		fmt.Println("first text: no agents directory (-agents, or RUNNEL_AGENTS_DIR); skipped")
-		return nil, nil
-	}
-	reg := agents.NewRegistry(agents.Options{Dir: cfg.agentsDir, HomeRoot: filepath.Join(tmp, "alone-homes")})
-	cases, versions, err := installedCases(reg, cfg.harnesses)
-	if err != nil {
+	cases, reg, err := firstTextCases(cfg, tmp)
+	if err != nil || len(cases) == 0 {
 		return nil, err
-	}
-	if len(cases) == 0 {
-		fmt.Println("first text: none of the agents is installed; skipped")
-		return nil, nil
 	}
 
 	rp, err := newReaper()
@@ -140,18 +126,21 @@ func runFirstText(ctx context.Context, cfg config, tmp string) ([]firstTextRow, 
 	}
 	llm := llmtest.NewServer(helloScript())
 	defer llm.Close()
-	srv, err := startAgentRunnel(ctx, cfg.runnelBin, cfg.agentsDir, tmp, nil)
+	// The local sandbox, as this benchmark has always measured: the
+	// isolated one has a benchmark of its own (isolated.go).
+	srv, err := startAgentRunnel(ctx, cfg.runnelBin, cfg.agentsDir, tmp, []string{"RUNNEL_ALLOW_LOCAL_SANDBOX=true"}, false)
 	if err != nil {
 		return nil, err
 	}
 	defer srv.Close()
 	rp.keep(srv.PID())
 
-	fmt.Printf("first text: %s; %d timed turns per agent and contestant after one untimed, alternating\n",
-		strings.Join(versions, ", "), cfg.rounds)
+	fmt.Printf("first text: %d timed turns per agent and contestant after one untimed, alternating\n", cfg.rounds)
 	var rows []firstTextRow
 	for _, h := range cases {
-		served := newServedTurn(srv, h.request(llm.URL))
+		req := h.request(llm.URL)
+		req.Sandbox = "local"
+		served := newServedTurn(srv, req)
 		defer served.client.CloseIdleConnections()
 		cs := []firstTextContestant{&alone{h: h, reg: reg, llm: llm.URL, tmp: tmp, reaper: rp}, served}
 		res := map[string][]turnTimes{}
@@ -175,6 +164,32 @@ func runFirstText(ctx context.Context, cfg config, tmp string) ([]firstTextRow, 
 		rows = append(rows, row)
 	}
 	return rows, nil
+}
+
+// firstTextCases are the installed agents of cfg.harnesses, with the
+// registry that found them; none (and a note) without an agents
+// directory. Real agents start only in a loopback-only namespace.
+func firstTextCases(cfg config, tmp string) ([]harnessCase, *agents.Registry, error) {
+	if cfg.requireNetns {
+		if err := checkLoopbackOnly(); err != nil {
+			return nil, nil, err
+		}
+	}
+	if cfg.agentsDir == "" {
+		fmt.Println("no agents directory (-agents, or RUNNEL_AGENTS_DIR); the agent benchmarks are skipped")
+		return nil, nil, nil
+	}
+	reg := agents.NewRegistry(agents.Options{Dir: cfg.agentsDir, HomeRoot: filepath.Join(tmp, "alone-homes")})
+	cases, versions, err := installedCases(reg, cfg.harnesses)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(cases) == 0 {
+		fmt.Println("none of the agents is installed; the agent benchmarks are skipped")
+		return nil, nil, nil
+	}
+	fmt.Printf("agents: %s\n", strings.Join(versions, ", "))
+	return cases, reg, nil
 }
 
 // installedCases are the agents of names this benchmark can script that
@@ -204,7 +219,7 @@ func installedCases(reg *agents.Registry, names []string) ([]harnessCase, []stri
 // agents directory, a workspace root and a TMPDIR of its own (agent
 // HOMEs are made under it), a token, and the caller's PATH so that it
 // finds the same node as this program. extra adds settings.
-func startAgentRunnel(ctx context.Context, bin, agentsDir, tmp string, extra []string) (*benchkit.Runnel, error) {
+func startAgentRunnel(ctx context.Context, bin, agentsDir, tmp string, extra []string, inCgroup bool) (*benchkit.Runnel, error) {
 	dir, err := os.MkdirTemp(tmp, "runnel-")
 	if err != nil {
 		return nil, err
@@ -217,5 +232,8 @@ func startAgentRunnel(ctx context.Context, bin, agentsDir, tmp string, extra []s
 	}
 	env := []string{"PATH=" + os.Getenv("PATH"), "RUNNEL_TOKEN=" + token, "RUNNEL_AGENTS_DIR=" + agentsDir,
 		"RUNNEL_WORKSPACE_ROOT=" + ws, "TMPDIR=" + rtmp, "RUNNEL_RUN_TIMEOUT=3m"}
+	if inCgroup {
+		return benchkit.StartRunnelInCgroup(ctx, bin, append(env, extra...))
+	}
 	return benchkit.StartRunnel(ctx, bin, append(env, extra...))
 }

@@ -59,6 +59,7 @@ type config struct {
 const (
 	benchFirstText = "first-text"
 	benchToolCall  = "tool-call"
+	benchIsolated  = "isolated"
 )
 
 func main() {
@@ -71,7 +72,7 @@ func main() {
 	flag.StringVar(&cfg.fakeAgentBin, "fakeagent", "", "fake ACP agent binary, go build ./internal/harness/acp/fakeagent (required for tool-call)")
 	flag.StringVar(&cfg.agentsDir, "agents", os.Getenv("RUNNEL_AGENTS_DIR"), "agents directory (`runnel agents install` puts them there); nothing is installed")
 	flag.StringVar(&harnesses, "harness", "claude,codex,pi", "agents to time for first-text; missing ones are skipped")
-	flag.StringVar(&benches, "bench", benchFirstText+","+benchToolCall, "benchmarks to run")
+	flag.StringVar(&benches, "bench", benchFirstText+","+benchToolCall, "benchmarks to run ("+benchIsolated+": each agent through runnel on the local sandbox against the isolated one)")
 	flag.IntVar(&cfg.rounds, "rounds", 5, "first-text: timed turns per agent and contestant (after one untimed)")
 	flag.IntVar(&cfg.toolRounds, "tool-rounds", 5, "tool-call: rounds (a turn per contestant each, after one untimed)")
 	flag.IntVar(&cfg.calls, "calls", 20, "tool-call: sequential tool calls per turn")
@@ -102,8 +103,8 @@ func main() {
 
 func bench(ctx context.Context, cfg config) error {
 	for _, b := range cfg.benches {
-		if b != benchFirstText && b != benchToolCall {
-			return fmt.Errorf("unknown -bench %q (want %s, %s)", b, benchFirstText, benchToolCall)
+		if b != benchFirstText && b != benchToolCall && b != benchIsolated {
+			return fmt.Errorf("unknown -bench %q (want %s, %s, %s)", b, benchFirstText, benchToolCall, benchIsolated)
 		}
 	}
 	switch {
@@ -122,6 +123,11 @@ func bench(ctx context.Context, cfg config) error {
 	if slices.Contains(cfg.benches, benchFirstText) {
 		if rep.FirstText, err = runFirstText(ctx, cfg, tmp); err != nil {
 			return fmt.Errorf("first text: %w", err)
+		}
+	}
+	if slices.Contains(cfg.benches, benchIsolated) {
+		if rep.Isolated, err = runIsolated(ctx, cfg, tmp); err != nil {
+			return fmt.Errorf("isolated: %w", err)
 		}
 	}
 	if slices.Contains(cfg.benches, benchToolCall) {

@@ -13,6 +13,7 @@ import (
 type report struct {
 	FirstText []firstTextRow  `json:"firstText,omitempty"`
 	ToolCall  *toolCallReport `json:"toolCall,omitempty"`
+	Isolated  []isolatedRow   `json:"isolated,omitempty"`
 }
 
 // spread is a median with the smallest and largest value, in ms.

@@ -24,6 +24,8 @@ type servedTurn struct {
 	srv    *benchkit.Runnel
 	client *http.Client
 	body   []byte
+	// cpu reads runnel's CPU time and its agents'; procCPU unless set.
+	cpu func() (benchkit.CPU, error)
 }
 
 func newServedTurn(srv *benchkit.Runnel, req *runnel.RunRequest) *servedTurn {
@@ -31,14 +33,15 @@ func newServedTurn(srv *benchkit.Runnel, req *runnel.RunRequest) *servedTurn {
 	if err != nil {
 		panic(err) // a RunRequest of strings and slices always encodes
 	}
-	return &servedTurn{srv: srv, client: &http.Client{Transport: &http.Transport{}}, body: body}
+	return &servedTurn{srv: srv, client: &http.Client{Transport: &http.Transport{}}, body: body,
+		cpu: func() (benchkit.CPU, error) { return procCPU(srv.PID()) }}
 }
 
 func (s *servedTurn) name() string { return "through runnel" }
 
 func (s *servedTurn) turn(ctx context.Context) (turnTimes, error) {
 	var t turnTimes
-	cpu0, err := procCPU(s.srv.PID())
+	cpu0, err := s.cpu()
 	if err != nil {
 		return t, err
 	}
@@ -48,7 +51,7 @@ func (s *servedTurn) turn(ctx context.Context) (turnTimes, error) {
 	}
 	// runnel writes the result once the agent is gone and reaped, so its
 	// CPU is in runnel's cutime+cstime by now.
-	cpu1, err := procCPU(s.srv.PID())
+	cpu1, err := s.cpu()
 	if err != nil {
 		return t, err
 	}

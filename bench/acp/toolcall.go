@@ -139,7 +139,9 @@ func startFakeAgentRunnel(ctx context.Context, cfg config, tmp, callback string)
 	if err := os.Mkdir(agentsDir, 0o700); err != nil {
 		return nil, err
 	}
-	srv, err := startAgentRunnel(ctx, cfg.runnelBin, agentsDir, tmp, []string{"RUNNEL_HARNESS_CLAUDE_COMMAND=" + command})
+	// The local sandbox: the fake agent logs to a file of this program's,
+	// which an isolated one would not see.
+	srv, err := startAgentRunnel(ctx, cfg.runnelBin, agentsDir, tmp, []string{"RUNNEL_HARNESS_CLAUDE_COMMAND=" + command, "RUNNEL_ALLOW_LOCAL_SANDBOX=true"}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +174,7 @@ func callsScenario(calls int) map[string]any {
 // no builtins and every call allowed (no pause).
 func (f *fakeAgentRunnel) request(prompt string) []byte {
 	body, err := json.Marshal(&runnel.RunRequest{
+		Sandbox:     "local",
 		Harness:     "claude",
 		Model:       "anthropic/claude-test",
 		Secrets:     map[string]string{"ANTHROPIC_API_KEY": modelKey},

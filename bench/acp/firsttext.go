@@ -143,27 +143,38 @@ func runFirstText(ctx context.Context, cfg config, tmp string) ([]firstTextRow, 
 		served := newServedTurn(srv, req)
 		defer served.client.CloseIdleConnections()
 		cs := []firstTextContestant{&alone{h: h, reg: reg, llm: llm.URL, tmp: tmp, reaper: rp}, served}
-		res := map[string][]turnTimes{}
-		for _, c := range cs {
-			if _, err := c.turn(ctx); err != nil {
-				return nil, fmt.Errorf("%s, %s, warm-up: %w", h.name, c.name(), err)
-			}
-		}
-		for round := range cfg.rounds {
-			for i := range cs {
-				c := cs[(i+round)%len(cs)]
-				t, err := c.turn(ctx)
-				if err != nil {
-					return nil, fmt.Errorf("%s, %s, round %d: %w", h.name, c.name(), round+1, err)
-				}
-				res[c.name()] = append(res[c.name()], t)
-			}
+		res, err := alternate(ctx, h.name, cfg.rounds, cs)
+		if err != nil {
+			return nil, err
 		}
 		row := newFirstTextRow(h.name, res[cs[0].name()], res[cs[1].name()])
 		row.print(os.Stdout)
 		rows = append(rows, row)
 	}
 	return rows, nil
+}
+
+// alternate runs one untimed turn of each contestant, then rounds timed
+// turns of each, the order rotating every round, and returns the times by
+// contestant name.
+func alternate(ctx context.Context, agent string, rounds int, cs []firstTextContestant) (map[string][]turnTimes, error) {
+	res := map[string][]turnTimes{}
+	for _, c := range cs {
+		if _, err := c.turn(ctx); err != nil {
+			return nil, fmt.Errorf("%s, %s, warm-up: %w", agent, c.name(), err)
+		}
+	}
+	for round := range rounds {
+		for i := range cs {
+			c := cs[(i+round)%len(cs)]
+			t, err := c.turn(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("%s, %s, round %d: %w", agent, c.name(), round+1, err)
+			}
+			res[c.name()] = append(res[c.name()], t)
+		}
+	}
+	return res, nil
 }
 
 // firstTextCases are the installed agents of cfg.harnesses, with the

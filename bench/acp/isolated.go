@@ -77,22 +77,14 @@ func runIsolated(ctx context.Context, cfg config, tmp string) ([]isolatedRow, er
 		for _, c := range cs {
 			c.cpu = cgroupCPU
 		}
-		res := map[string][]turnTimes{}
-		for _, c := range cs {
+		turns := make([]firstTextContestant, len(cs))
+		for i, c := range cs {
 			defer c.client.CloseIdleConnections()
-			if _, err := c.turn(ctx); err != nil {
-				return nil, fmt.Errorf("%s, %s, warm-up: %w", h.name, c.name(), err)
-			}
+			turns[i] = c
 		}
-		for round := range cfg.rounds {
-			for i := range cs {
-				c := cs[(i+round)%len(cs)]
-				t, err := c.turn(ctx)
-				if err != nil {
-					return nil, fmt.Errorf("%s, %s, round %d: %w", h.name, c.name(), round+1, err)
-				}
-				res[c.name()] = append(res[c.name()], t)
-			}
+		res, err := alternate(ctx, h.name, cfg.rounds, turns)
+		if err != nil {
+			return nil, err
 		}
 		row := isolatedRow{Harness: h.name, Turns: cfg.rounds}
 		for _, c := range cs {

@@ -124,27 +124,7 @@ func TestAgents(t *testing.T) {
 
 			t.Run("approval across two processes", func(t *testing.T) {
 				req, cb := weatherRequest(t, ac, llm, false)
-				paused, _ := first.run(t, req)
-				if paused.Status != runnel.StatusPaused || len(paused.Interactions) != 1 {
-					t.Fatalf("first turn %+v", paused)
-				}
-				it := paused.Interactions[0]
-				if it.ToolName != "get_weather" || string(it.Input) != `{"city":"Paris"}` || it.Signature == "" {
-					t.Fatalf("interaction %+v", it)
-				}
-				if n := len(cb.received()); n != 0 {
-					t.Fatalf("the tool ran %d times before anyone approved", n)
-				}
-				answer, _ := json.Marshal(map[string]any{"approved": true, "interactionId": it.ID, "signature": it.Signature})
-				req["messages"] = resume(req, paused, runnel.Block{Type: runnel.BlockToolResult, ToolCallID: it.ToolCallID,
-					ToolName: it.ToolName, Kind: runnel.ResultKindApproval, Output: answer})
-				done, events := second.run(t, req)
-				if done.Status != runnel.StatusCompleted || !strings.Contains(done.Output, "18°C and sunny in Paris") {
-					t.Fatalf("resumed turn %+v", done)
-				}
-				if n := len(cb.received()); n != 1 {
-					t.Errorf("the approved call ran %d times, want once", n)
-				}
+				it, events := approveOnAnother(t, first, second, req, cb)
 				answered := false
 				for _, e := range events {
 					answered = answered || e.Type == runnel.EventInteractionResponse && e.Answer.ID == it.ID && e.Answer.Approved
@@ -187,6 +167,36 @@ func TestAgents(t *testing.T) {
 			})
 		})
 	}
+}
+
+// approveOnAnother runs req, whose get_weather call on cb's platform
+// asks, on first; approves the call; resumes on second; and checks that
+// the call ran once, after the approval. It returns the interaction and
+// the resumed turn's events.
+func approveOnAnother(t *testing.T, first, second *runnelProc, req map[string]any, cb *platform) (runnel.Interaction, []runnel.Event) {
+	t.Helper()
+	paused, _ := first.run(t, req)
+	if paused.Status != runnel.StatusPaused || len(paused.Interactions) != 1 {
+		t.Fatalf("first turn %+v", paused)
+	}
+	it := paused.Interactions[0]
+	if it.ToolName != "get_weather" || string(it.Input) != `{"city":"Paris"}` || it.Signature == "" {
+		t.Fatalf("interaction %+v", it)
+	}
+	if n := len(cb.received()); n != 0 {
+		t.Fatalf("the tool ran %d times before anyone approved", n)
+	}
+	answer, _ := json.Marshal(map[string]any{"approved": true, "interactionId": it.ID, "signature": it.Signature})
+	req["messages"] = resume(req, paused, runnel.Block{Type: runnel.BlockToolResult, ToolCallID: it.ToolCallID,
+		ToolName: it.ToolName, Kind: runnel.ResultKindApproval, Output: answer})
+	done, events := second.run(t, req)
+	if done.Status != runnel.StatusCompleted || !strings.Contains(done.Output, "18°C and sunny in Paris") {
+		t.Fatalf("resumed turn %+v", done)
+	}
+	if n := len(cb.received()); n != 1 {
+		t.Errorf("the approved call ran %d times, want once", n)
+	}
+	return it, events
 }
 
 // resume is the history a platform sends back: what it sent, what the

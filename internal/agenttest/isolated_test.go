@@ -1,7 +1,6 @@
 package agenttest
 
 import (
-	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -43,24 +42,7 @@ func TestAgentsIsolated(t *testing.T) {
 			// outside the sandbox.
 			req["sandboxPermission"] = map[string]any{"filesystem": "off", "enforcement": "best_effort",
 				"network": map[string]any{"mode": "allowlist", "allowlist": []string{"127.0.0.1"}}}
-			paused, _ := first.run(t, req)
-			if paused.Status != runnel.StatusPaused || len(paused.Interactions) != 1 {
-				t.Fatalf("first turn %+v", paused)
-			}
-			it := paused.Interactions[0]
-			if it.ToolName != "get_weather" || string(it.Input) != `{"city":"Paris"}` {
-				t.Fatalf("interaction %+v", it)
-			}
-			answer, _ := json.Marshal(map[string]any{"approved": true, "interactionId": it.ID, "signature": it.Signature})
-			req["messages"] = resume(req, paused, runnel.Block{Type: runnel.BlockToolResult, ToolCallID: it.ToolCallID,
-				ToolName: it.ToolName, Kind: runnel.ResultKindApproval, Output: answer})
-			done, events := second.run(t, req)
-			if done.Status != runnel.StatusCompleted || !strings.Contains(done.Output, "18°C and sunny in Paris") {
-				t.Fatalf("resumed turn %+v", done)
-			}
-			if n := len(cb.received()); n != 1 {
-				t.Errorf("the approved call ran %d times, want once", n)
-			}
+			_, events := approveOnAnother(t, first, second, req, cb)
 			checkToolEvents(t, events, "get_weather", `{"city":"Paris"}`)
 			model.check(t)
 

@@ -342,14 +342,7 @@ func TestServerEverythingThroughTheLoop(t *testing.T) {
 	if res.Status != runnel.StatusCompleted || len(res.Notices) != 0 {
 		t.Fatalf("status %q notices %q", res.Status, res.Notices)
 	}
-	var outputs []string
-	for _, msg := range res.Messages {
-		for _, b := range msg.Content {
-			if b.Type == runnel.BlockToolResult {
-				outputs = append(outputs, b.OutputText())
-			}
-		}
-	}
+	outputs := toolOutputs(res)
 	want := []string{"Echo: hello", "The sum of 2 and 3 is 5."}
 	if len(outputs) != 2 || !strings.HasPrefix(outputs[0], want[0]) || !strings.HasPrefix(outputs[1], want[1]) {
 		t.Errorf("tool results %q, want results starting %q", outputs, want)
@@ -399,4 +392,18 @@ func TestMCPSessionsClosedOnClientDisconnect(t *testing.T) {
 		t.Fatal("the MCP call was not cancelled after the client disconnected")
 	}
 	f.requireClosed(t)
+}
+
+// toolOutputs are the texts of the tool results in a run's messages, in
+// order.
+func toolOutputs(res *runnel.Result) []string {
+	var outputs []string
+	for _, msg := range res.Messages {
+		for _, b := range msg.Content {
+			if b.Type == runnel.BlockToolResult {
+				outputs = append(outputs, b.OutputText())
+			}
+		}
+	}
+	return outputs
 }

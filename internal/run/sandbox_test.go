@@ -223,14 +223,7 @@ func TestIsolatedStdioServer(t *testing.T) {
 	if res.Status != runnel.StatusCompleted || len(res.Notices) != 0 {
 		t.Fatalf("status %q notices %q", res.Status, res.Notices)
 	}
-	var outputs []string
-	for _, msg := range res.Messages {
-		for _, b := range msg.Content {
-			if b.Type == runnel.BlockToolResult {
-				outputs = append(outputs, b.OutputText())
-			}
-		}
-	}
+	outputs := toolOutputs(res)
 	if len(outputs) != 3 || !strings.HasPrefix(outputs[0], "Echo: hello") || !strings.HasPrefix(outputs[1], "The sum of 2 and 3 is 5.") {
 		t.Fatalf("tool results %q", outputs)
 	}

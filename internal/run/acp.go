@@ -29,7 +29,8 @@ func (m *Manager) runACP(ctx context.Context, p *plan, sink runnel.Sink) (*runne
 	if sink == nil {
 		sink = runnel.Discard{}
 	}
-	sink = red.Sink(tracedSink{next: sink, traceID: p.traceID})
+	rs := &runSink{next: sink, traceID: p.traceID}
+	sink = red.Sink(rs)
 	launcher, err := p.agent.Launcher(agents.Run{
 		Model:       agentModel(p),
 		Mode:        p.req.HarnessMode,
@@ -41,7 +42,7 @@ func (m *Manager) runACP(ctx context.Context, p *plan, sink runnel.Sink) (*runne
 		return nil, invalid("%s.", upperFirst(strings.TrimSuffix(err.Error(), ".")))
 	}
 	p.req.HarnessFiles, p.notices = agentSafeFiles(p.req.HarnessFiles, p.notices)
-	ws, closeWS, err := m.openWorkspace(p, true, sink)
+	ws, closeWS, err := m.openWorkspace(p, true, notices(p, rs))
 	if err != nil {
 		return nil, err
 	}

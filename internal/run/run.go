@@ -47,6 +47,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/runnel/runnel"
@@ -273,10 +274,10 @@ func (m *Manager) Run(ctx context.Context, req *runnel.RunRequest, sink runnel.S
 	if sink == nil {
 		sink = runnel.Discard{}
 	}
-	sink = tracedSink{next: sink, traceID: p.traceID}
-	sink = red.Sink(sink)
+	rs := &runSink{next: sink, traceID: p.traceID}
+	sink = red.Sink(rs)
 
-	ws, closeWS, err := m.openWorkspace(p, false, sink)
+	ws, closeWS, err := m.openWorkspace(p, false, notices(p, rs))
 	if err != nil {
 		return nil, err
 	}
@@ -402,18 +403,46 @@ func traceID(req *runnel.RunRequest) string {
 	return parts[1]
 }
 
-// tracedSink puts the run's trace id on its done event, where a platform
-// reads it (DESIGN §3.4).
-type tracedSink struct {
+// runSink is a run's way out: it puts the run's trace id on its done
+// event, where a platform reads it (DESIGN §3.4), and remembers that done has
+// passed, so that a late notice (the egress proxy refusing a process that
+// is still being ended) is logged instead of following done.
+type runSink struct {
 	next    runnel.Sink
 	traceID string
+	mu      sync.Mutex
+	done    bool
 }
 
-func (s tracedSink) Emit(e runnel.Event) {
+func (s *runSink) Emit(e runnel.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if e.Type == runnel.EventDone {
 		e.TraceID = s.traceID
+		s.done = true
 	}
 	s.next.Emit(e)
+}
+
+// late emits e unless done has passed, and reports whether it did.
+func (s *runSink) late(e runnel.Event) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return false
+	}
+	s.next.Emit(e)
+	return true
+}
+
+// notices is where the egress proxy's refusals go: notice events on rs,
+// redacted, until the run is done; the run's log after that.
+func notices(p *plan, rs *runSink) func(string) {
+	return func(text string) {
+		if !rs.late(runnel.Event{Type: runnel.EventNotice, Text: p.red.String(text)}) {
+			p.log.Info("egress refusal after the run's end", "reason", text)
+		}
+	}
 }
 
 // capabilities are the native harness's feature flags.

@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"maps"
 	"net"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/llmtest"
+	"github.com/runnel/runnel/internal/redact"
 	"github.com/runnel/runnel/internal/sandbox"
 )
 
@@ -298,5 +300,21 @@ func TestIsolatedStdioHostile(t *testing.T) {
 				t.Errorf("the server outlived its run: %v", left)
 			}
 		})
+	}
+}
+
+// TestNoNoticeAfterDone: a refusal the egress proxy reports once the run
+// has emitted done (a process still being ended) does not follow done.
+func TestNoNoticeAfterDone(t *testing.T) {
+	var got []runnel.Event
+	rs := &runSink{next: runnel.SinkFunc(func(e runnel.Event) { got = append(got, e) }), traceID: "t1"}
+	p := &plan{red: redact.New("s3cret-value"), log: slog.New(slog.DiscardHandler)}
+	notice := notices(p, rs)
+	notice("refused s3cret-value.example")
+	rs.Emit(runnel.Event{Type: runnel.EventDone})
+	notice("refused another.example")
+	want := []runnel.Event{{Type: runnel.EventNotice, Text: "refused [REDACTED].example"}, {Type: runnel.EventDone, TraceID: "t1"}}
+	if !slices.EqualFunc(got, want, func(a, b runnel.Event) bool { return a.Type == b.Type && a.Text == b.Text && a.TraceID == b.TraceID }) {
+		t.Errorf("events %+v, want %+v", got, want)
 	}
 }

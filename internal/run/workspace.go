@@ -26,19 +26,19 @@ func needsWorkspace(p *plan) bool {
 }
 
 // openWorkspace creates the run's workspace (DESIGN §6), isolated when
-// the plan says so, with its egress proxy (whose refusals are notices on
-// sink), and writes the request's skills, harnessFiles and agentsMd into
-// it, or returns nil when the run needs none (an ACP run always does: it is the
+// the plan says so, with its egress proxy (whose refusals go to notice),
+// and writes the request's skills, harnessFiles and agentsMd into it, or
+// returns nil when the run needs none (an ACP run always does: it is the
 // agent's working directory). The caller defers closeWS (a no-op when
 // there is no workspace): it removes the workspace unless
 // Options.KeepWorkspace, and logs a failure to. A file that cannot be
 // written refuses the run before anything ran.
-func (m *Manager) openWorkspace(p *plan, always bool, sink runnel.Sink) (ws *sandbox.Workspace, closeWS func(), err error) {
+func (m *Manager) openWorkspace(p *plan, always bool, notice func(string)) (ws *sandbox.Workspace, closeWS func(), err error) {
 	closeWS = func() {}
 	if !always && !needsWorkspace(p) {
 		return nil, closeWS, nil
 	}
-	is, stopEgress, err := startEgress(p, func(n string) { sink.Emit(runnel.Event{Type: runnel.EventNotice, Text: n}) })
+	is, stopEgress, err := startEgress(p, notice)
 	if err == nil {
 		ws, err = sandbox.NewWorkspace(m.opts.WorkspaceRoot, &sandbox.WorkspaceOptions{
 			Keep: m.opts.KeepWorkspace, Containment: m.opts.Containment, Isolation: is,

@@ -129,6 +129,9 @@ func TestServeWithTheRealManager(t *testing.T) {
 	// And what bounds each isolated command, and how this host enforces
 	// them (CI's host: the cgroup v1 pids and memory controllers).
 	if slices.Contains(caps.Sandbox.Backends, "isolated") {
+		if caps.Sandbox.Default != "isolated" || caps.Sandbox.LocalAllowed || len(caps.Sandbox.IsolatedPolicies["network"]) != 3 {
+			t.Errorf("sandbox %+v: want isolated the default, local not allowed, and the policies it enforces", caps.Sandbox)
+		}
 		l := caps.Sandbox.IsolatedLimits
 		if l["processes"].Limit != 1024 || l["memoryBytes"].Limit != 4<<30 || l["cpuSeconds"] != (server.LimitInfo{Limit: 600, EnforcedBy: "rlimit"}) {
 			t.Errorf("isolatedLimits %+v, want the defaults", l)

@@ -28,6 +28,8 @@ type host struct {
 	root        bool
 	// limits bound each isolated command or agent.
 	limits sandbox.Limits
+	// localAllowed: a request for sandbox "local" gets it.
+	localAllowed bool
 }
 
 // setUpHost probes process containment and sweeps what dead runnel
@@ -50,7 +52,7 @@ func setUpHost(cfg *Config, log *slog.Logger) (*host, error) {
 	if cfg.AllowLocalSandbox != nil && !*cfg.AllowLocalSandbox && !iso.Supported() {
 		return nil, fmt.Errorf("RUNNEL_ALLOW_LOCAL_SANDBOX is false, but this host has no isolated sandbox (%s): install bubblewrap and allow user namespaces, or allow the local sandbox", strings.TrimSuffix(iso.Detail(), "."))
 	}
-	h := &host{containment: c, isolator: iso, limits: cfg.SandboxLimits, scripts: codemode.NewLimiter(0), root: os.Geteuid() == 0}
+	h := &host{containment: c, isolator: iso, limits: cfg.SandboxLimits, localAllowed: cfg.localAllowed(iso), scripts: codemode.NewLimiter(0), root: os.Geteuid() == 0}
 	log.Info("process containment", slog.String("mechanism", string(c.Mechanism())), slog.String("detail", c.Detail()))
 	log.Info("isolated sandbox", slog.Bool("available", iso.Supported()), slog.String("detail", iso.Detail()),
 		slog.Bool("default", iso.Supported()), slog.Bool("local_allowed", cfg.localAllowed(iso)))
@@ -103,7 +105,11 @@ func (h *host) sandboxInfo() *server.SandboxInfo {
 		backends = append(backends, "isolated")
 	}
 	var limits map[string]server.LimitInfo
+	var policies map[string][]string
+	def := "local"
 	if h.isolator.Supported() {
+		def = "isolated"
+		policies = map[string][]string{"filesystem": {"on", "readonly", "off"}, "network": {"on", "off", "allowlist"}}
 		bounds := h.isolator.Bounds(h.containment)
 		enforced := func(field string, limit int64) server.LimitInfo {
 			by := bounds[field]
@@ -122,6 +128,9 @@ func (h *host) sandboxInfo() *server.SandboxInfo {
 		Backends:           backends,
 		Isolated:           h.isolator.Detail(),
 		IsolatedLimits:     limits,
+		IsolatedPolicies:   policies,
+		Default:            def,
+		LocalAllowed:       h.localAllowed,
 		ProcessContainment: string(h.containment.Mechanism()),
 		Guarantee:          h.containment.Guarantee(),
 		LocalSeparation:    separation,

@@ -125,6 +125,14 @@ type SandboxInfo struct {
 	// ("processes", "memoryBytes", "cpuSeconds") and how this host
 	// enforces each; absent without the isolated sandbox.
 	IsolatedLimits map[string]LimitInfo `json:"isolatedLimits,omitempty"`
+	// IsolatedPolicies are the sandboxPermission values the isolated
+	// sandbox enforces here, by field ("filesystem", "network");
+	// absent without it (local enforces only "on", and refuses others).
+	IsolatedPolicies map[string][]string `json:"isolatedPolicies,omitempty"`
+	// Default is the sandbox a request without one gets; LocalAllowed
+	// whether one that asks for "local" gets it (else it runs isolated).
+	Default      string `json:"default"`
+	LocalAllowed bool   `json:"localAllowed"`
 }
 
 // LimitInfo is one bound of the isolated sandbox: its value (0: none)

@@ -518,7 +518,7 @@ func (cfg *Config) runOptions(log *slog.Logger, h *host) *run.Options {
 		Containment:       h.containment,
 		Isolator:          h.isolator,
 		SandboxLimits:     cfg.SandboxLimits,
-		AllowLocalSandbox: cfg.localAllowed(h.isolator),
+		AllowLocalSandbox: h.localAllowed,
 		ScriptLimiter:     h.scripts,
 		InteractionTTL:    cfg.InteractionTTL,
 		ProviderKeys:      cfg.ProviderKeys,

@@ -55,7 +55,7 @@ func setUpHost(cfg *Config, log *slog.Logger) (*host, error) {
 	h := &host{containment: c, isolator: iso, limits: cfg.SandboxLimits, localAllowed: cfg.localAllowed(iso), scripts: codemode.NewLimiter(0), root: os.Geteuid() == 0}
 	log.Info("process containment", slog.String("mechanism", string(c.Mechanism())), slog.String("detail", c.Detail()))
 	log.Info("isolated sandbox", slog.Bool("available", iso.Supported()), slog.String("detail", iso.Detail()),
-		slog.Bool("default", iso.Supported()), slog.Bool("local_allowed", cfg.localAllowed(iso)))
+		slog.Bool("default", iso.Supported()), slog.Bool("local_allowed", h.localAllowed))
 	if n, err := c.SweepStaleCgroups(); err != nil || n > 0 {
 		log.Warn("swept the cgroups of dead runnel processes", slog.Int("removed", n), slog.Any("err", err))
 	}

@@ -256,7 +256,7 @@ func (a *Agent) installation() []string {
 		}
 		dirs = append(dirs, d)
 	}
-	if a.version != "custom" {
+	if _, custom := a.reg.opts.Commands[a.spec.name]; !custom {
 		add(a.reg.dir(a.spec))
 	}
 	add(a.nodeDir)

@@ -46,7 +46,15 @@ func TestArchitecture(t *testing.T) {
 			forbidden: []string{"net/http", "net", "os/exec"}},
 		{dir: "internal/harness/native", allowed: []string{mod, mod + "/internal/harness", mod + "/internal/provider", mod + "/internal/strictjson"},
 			forbidden: []string{"net/http", "net", "os/exec", mod + "/internal/tools", mod + "/internal/server"}},
-		{dir: "internal/server", allowed: []string{mod, mod + "/internal/strictjson", jsonv2}},
+		{dir: "internal/server", allowed: []string{mod, mod + "/internal/strictjson", mod + "/internal/uistream", jsonv2}},
+		// The UI Message Stream is a translation: no I/O, no run.
+		{dir: "internal/uistream", allowed: []string{mod, mod + "/internal/strictjson"},
+			forbidden: []string{"net/http", "net", "os", "os/exec", mod + "/internal/run"}},
+		// The playground is static files.
+		{dir: "internal/playground", allowed: []string{}},
+		// The client speaks HTTP to a runnel; it runs nothing itself.
+		{dir: "runnelclient", allowed: []string{mod, mod + "/internal/server", mod + "/internal/strictjson"},
+			forbidden: []string{"os/exec", mod + "/internal/run"}},
 		{dir: "internal/provider", allowed: []string{mod}},
 		{dir: "internal/provider/openai", allowed: []string{mod, mod + "/internal/provider"}},
 		{dir: "internal/provider/anthropic", allowed: []string{mod, mod + "/internal/provider"}},

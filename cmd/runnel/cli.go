@@ -57,6 +57,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		return m.run(ctx, args[1:])
 	case "mockllm":
 		return m.mockllm(ctx, args[1:])
+	case "demo":
+		return m.demo(ctx, args[1:])
 	case "agents":
 		return m.agents(ctx, args[1:])
 	case "version", "-version", "--version":
@@ -117,9 +119,12 @@ func (m *Main) fail(cmd string, err error) int {
 const usage = `runnel — an agent runner sidecar
 
 usage:
-  runnel serve [flags]                  serve POST /run, POST /stream, GET /health, GET /v1/capabilities
-  runnel run [FILE|-] [--stream] [flags] run one request from FILE or stdin; the result on stdout
-                                        (NDJSON records with --stream); exit 0 when ok, 1 otherwise
+  runnel demo [--addr ADDR] [--no-open] the whole main job in a browser, with a scripted model: no key, no network
+  runnel serve [--playground] [flags]   serve POST /run, POST /stream, POST /v1/chat, GET /health, GET /v1/capabilities
+  runnel run [FILE|-] [--stream] [--remote URL] [flags]
+                                        run one request from FILE or stdin (on the runnel at URL with
+                                        --remote); the result on stdout (NDJSON records with --stream);
+                                        exit 0 when ok, 1 otherwise
   runnel mockllm [--script FILE] [--addr ADDR]
                                         serve a scripted fake model (OpenAI, Anthropic and Gemini APIs)
   runnel agents list [--json]           the ACP agents runnel knows, and which are installed
@@ -132,6 +137,7 @@ Each flag has a RUNNEL_* variable; a flag wins over its variable. ` + "`runnel C
   RUNNEL_PORT                 port (8765)
   RUNNEL_TOKEN                bearer token required on every route but /health
   RUNNEL_TOKEN_FILE           file holding the token instead
+  RUNNEL_PROFILES_FILE        run profiles a POST /v1/chat request may name (keys by reference)
   RUNNEL_CONCURRENCY_LIMIT    concurrent runs before 429 (64)
   RUNNEL_MAX_BODY_BYTES       largest request body (8MiB)
   RUNNEL_MAX_STEPS            model steps per run (50)

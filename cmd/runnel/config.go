@@ -61,6 +61,10 @@ type Config struct {
 	// ProviderKeys are the operator's provider keys (RUNNEL_PROVIDER_KEYS_FILE),
 	// for requests whose credentials the host provides; never logged.
 	ProviderKeys map[string]string
+	// Profiles are the run profiles of RUNNEL_PROFILES_FILE, and
+	// ProfileSecrets the keys they reference; never logged.
+	Profiles       []server.Profile
+	ProfileSecrets []string
 	// InteractionSecret signs interactions (RUNNEL_INTERACTION_SECRET, no
 	// flag so it never shows in ps); never logged.
 	InteractionSecret string
@@ -96,6 +100,7 @@ func settings() []struct {
 		{"listen", s{"token-file", "RUNNEL_TOKEN_FILE", "", "file holding the bearer token (or set RUNNEL_TOKEN)", "file"}},
 		{"listen", s{"concurrency-limit", "RUNNEL_CONCURRENCY_LIMIT", "64", "concurrent runs before answering 429", "number"}},
 		{"listen", s{"shutdown-grace", "RUNNEL_SHUTDOWN_GRACE", "30s", "how long in-flight runs may finish after SIGTERM", "duration"}},
+		{"listen", s{"profiles-file", "RUNNEL_PROFILES_FILE", "", "JSON file of run profiles a POST /v1/chat request may name (model, endpoint, key references, tools, callback, permissions), so a browser never holds a key", "file"}},
 		{"listen", s{"write-timeout", "RUNNEL_WRITE_TIMEOUT", "30s", "longest a write to a client may block; a client that stops reading is treated as gone", "duration"}},
 		{"run", s{"max-body-bytes", "RUNNEL_MAX_BODY_BYTES", "8MiB", "largest request body (bytes, or with a KiB/MiB/GiB suffix)", "size"}},
 		{"run", s{"max-steps", "RUNNEL_MAX_STEPS", "50", "model steps per run", "number"}},
@@ -417,6 +422,10 @@ func (c *config) load() (*Config, error) {
 		cfg.ConcurrencyLimit = int(c.int("concurrency-limit", 1, 1<<20))
 		cfg.ShutdownGrace = c.duration("shutdown-grace")
 		cfg.WriteTimeout = c.duration("write-timeout")
+		var err error
+		if cfg.Profiles, cfg.ProfileSecrets, err = loadProfiles(c.str("profiles-file"), c.getenv); err != nil {
+			c.errs = append(c.errs, err)
+		}
 	}
 	if c.groups["run"] {
 		cfg.MaxBodyBytes = c.bytes("max-body-bytes")
@@ -564,7 +573,7 @@ func (cfg *Config) serverSecrets() []string {
 	for _, v := range cfg.ProviderKeys {
 		out = append(out, v)
 	}
-	return out
+	return append(out, cfg.ProfileSecrets...)
 }
 
 // interactionSecret is nil when signing is off, never an empty key.
@@ -577,7 +586,7 @@ func (cfg *Config) interactionSecret() []byte {
 
 func (cfg *Config) serverOptions(log *slog.Logger, harnesses []string, h *host) *server.Options {
 	features := []string{"ndjson", "permissions", "pause_resume", "client_tools", "builtins", "mcp", "code_mode",
-		"model_connection", "attachments", "kill", "acp"}
+		"model_connection", "attachments", "kill", "acp", "ui_message_stream"}
 	return &server.Options{
 		Token:            cfg.Token,
 		MaxBodyBytes:     cfg.MaxBodyBytes,
@@ -588,6 +597,7 @@ func (cfg *Config) serverOptions(log *slog.Logger, harnesses []string, h *host) 
 		Harnesses:        harnesses,
 		Features:         features,
 		Logger:           log,
+		Profiles:         cfg.Profiles,
 		Capabilities: &server.Capabilities{Sandbox: h.sandboxInfo(), Agents: h.agentInfo(), Limits: server.Limits{
 			MaxSteps:            cfg.MaxSteps,
 			RunTimeoutMs:        cfg.RunTimeout.Milliseconds(),

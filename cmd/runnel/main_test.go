@@ -117,7 +117,7 @@ func TestServeStartupRefusals(t *testing.T) {
 		{"negative duration and unknown level", map[string]string{"RUNNEL_SHUTDOWN_GRACE": "-1s", "RUNNEL_LOG_LEVEL": "loud"}, nil,
 			"runnel serve: RUNNEL_SHUTDOWN_GRACE=\"-1s\" must be a positive duration such as 30s\n" +
 				"runnel serve: RUNNEL_LOG_LEVEL=\"loud\" is not a log level; use debug, info, warn or error\n"},
-		{"stray argument", nil, []string{"now"}, "usage: runnel serve [flags]"},
+		{"stray argument", nil, []string{"now"}, "usage: runnel serve [--playground] [flags]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -174,7 +174,7 @@ func TestServeEndToEnd(t *testing.T) {
 	json.NewDecoder(resp.Body).Decode(&health)
 	resp.Body.Close()
 	want := map[string]any{"status": "ok", "runner": version, "protocol": 1.0,
-		"harnesses": []any{"native", "fake"}, "features": []any{"ndjson", "permissions", "pause_resume", "client_tools", "builtins", "mcp", "code_mode", "model_connection", "attachments", "kill", "acp"},
+		"harnesses": []any{"native", "fake"}, "features": []any{"ndjson", "permissions", "pause_resume", "client_tools", "builtins", "mcp", "code_mode", "model_connection", "attachments", "kill", "acp", "ui_message_stream"},
 		"sandboxes": []any{"local"}}
 	if os.Getenv("RUNNEL_TEST_REQUIRE_ISOLATION") != "" || slices.Contains(health["sandboxes"].([]any), "isolated") {
 		want["sandboxes"] = []any{"local", "isolated"}

@@ -6,12 +6,14 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/runnel/runnel/internal/playground"
 	"github.com/runnel/runnel/internal/server"
 )
 
 // serve runs the daemon until ctx is done (SIGINT/SIGTERM), then drains.
 func (m *Main) serve(ctx context.Context, args []string) int {
-	fs := m.flagSet("serve", "runnel serve [flags]")
+	fs := m.flagSet("serve", "runnel serve [--playground] [flags]")
+	withPlayground := fs.Bool("playground", false, "serve the playground page at /playground/ (a chat on POST /v1/chat)")
 	c := newConfig(fs, m.Getenv, "listen", "run", "agents", "log")
 	pos, code, done := parse(fs, args)
 	if done {
@@ -29,20 +31,33 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 		return m.fail("serve", err)
 	}
 	log := cfg.logger(m.Stderr)
-	h, err := setUpHost(cfg, log)
-	if err != nil {
-		return m.fail("serve", err)
-	}
-	// Deferred first, so it runs last: after Serve has cancelled and
-	// drained every run, whatever their commands left is ended.
-	defer h.close(log)
-	runner := m.newRunner(cfg.runOptions(log, h))
-	srv := server.New(runner, cfg.serverOptions(log, runner.Harnesses(), h))
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		log.Error("cannot listen", slog.Any("err", err))
 		return exitFailure
 	}
+	return m.serveOn(ctx, "serve", cfg, log, ln, func(o *server.Options) {
+		if *withPlayground {
+			o.Playground = playground.Handler()
+		}
+	})
+}
+
+// serveOn serves on ln (which it closes) until ctx is done, with the
+// server options of cfg as adjust changes them.
+func (m *Main) serveOn(ctx context.Context, cmd string, cfg *Config, log *slog.Logger, ln net.Listener, adjust func(*server.Options)) int {
+	defer ln.Close()
+	h, err := setUpHost(cfg, log)
+	if err != nil {
+		return m.fail(cmd, err)
+	}
+	// Deferred first, so it runs last: after Serve has cancelled and
+	// drained every run, whatever their commands left is ended.
+	defer h.close(log)
+	runner := m.newRunner(cfg.runOptions(log, h))
+	opts := cfg.serverOptions(log, runner.Harnesses(), h)
+	adjust(opts)
+	srv := server.New(runner, opts)
 	if cfg.Token == "" {
 		log.Warn("no token set: requests are not authenticated (allowed on loopback only); set RUNNEL_TOKEN to require one")
 	}

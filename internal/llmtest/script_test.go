@@ -346,7 +346,7 @@ func TestServeErrors(t *testing.T) {
 // TestServeKeepsNoRequests: `runnel mockllm` may answer for days, and every
 // step of a conversation repeats the whole history.
 func TestServeKeepsNoRequests(t *testing.T) {
-	h := serveHandler(DefaultScript(), slog.New(slog.DiscardHandler))
+	h := NewServeHandler(DefaultScript(), slog.New(slog.DiscardHandler))
 	var seen atomic.Int64
 	h.observe = func(Request) { seen.Add(1) }
 	ts := httptest.NewServer(h)

@@ -55,8 +55,10 @@ func (s *Server) Close() {
 	s.handler.Close()
 }
 
-// serveHandler is Serve's handler: it logs, and records no requests.
-func serveHandler(s Script, logger *slog.Logger) *Handler {
+// NewServeHandler is the handler of a long-running fake model (Serve's,
+// and runnel demo's): it logs one line per request and records none, so
+// its memory does not grow with use.
+func NewServeHandler(s Script, logger *slog.Logger) *Handler {
 	h := NewHandler(s)
 	h.logger = logger
 	h.discard = true
@@ -77,7 +79,7 @@ func Serve(ctx context.Context, addr string, s Script, logger *slog.Logger) erro
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	h := serveHandler(s, logger)
+	h := NewServeHandler(s, logger)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("llmtest: listen on %s: %w", addr, err)

@@ -64,7 +64,7 @@ func planResume(msgs []runnel.Message, o resumeOptions) (*resumption, error) {
 	}
 	parked := map[*permission.ReplayedCall]bool{}
 	for _, c := range replay.Calls {
-		if c.Message > replay.Previous && c.Block.ToolCallID != "" && !c.Settled() {
+		if c.Message > replay.Previous && c.Block.ToolCallID != "" && !c.Settled() && !readByTheModel(c, msgs, replay.Turn) {
 			parked[c] = true
 			r.parked = append(r.parked, c.Block)
 			if replay.Turn >= 0 && c.Message < replay.Turn {
@@ -169,4 +169,24 @@ func verifyApprovals(replay *permission.Replay, parked map[*permission.ReplayedC
 		}
 	}
 	return nil
+}
+
+// readByTheModel reports whether a client tool's call got the browser's
+// output before the latest user message and the model answered after it:
+// the call is done. (The store keeps only the outputs of the turn being
+// resumed, so, parked, the call would take the output of a later
+// identical call by its key, and leave that call asking again.) An output
+// sent next to a new message, with no model turn after it, is not.
+func readByTheModel(c *permission.ReplayedCall, msgs []runnel.Message, turn int) bool {
+	for _, a := range c.Answers {
+		if a.Class != permission.ResultClientOutput || turn < 0 || a.Message >= turn {
+			continue
+		}
+		for _, m := range msgs[a.Message+1 : turn] {
+			if m.Role == runnel.RoleAssistant {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -28,6 +28,20 @@ import (
 // empty body or anything that is not a JSON run request, with a sentence
 // saying what to fix.
 func DecodeRequest(r io.Reader, limit int64) (*runnel.RunRequest, error) {
+	body, err := readBody(r, limit, `send a JSON run request such as {"model":"openai/gpt-5","messages":[{"role":"user","content":"hi"}]}`)
+	if err != nil {
+		return nil, err
+	}
+	var req runnel.RunRequest
+	if err := strictjson.Unmarshal(body, &req); err != nil {
+		return nil, invalidJSON(err)
+	}
+	return &req, nil
+}
+
+// readBody reads a body of at most limit bytes (<= 0: the default); an
+// empty one is refused with a sentence ending in example.
+func readBody(r io.Reader, limit int64, example string) ([]byte, error) {
 	if limit <= 0 {
 		limit = DefaultMaxBodyBytes
 	}
@@ -42,14 +56,13 @@ func DecodeRequest(r io.Reader, limit int64) (*runnel.RunRequest, error) {
 		return nil, runnel.Errorf(runnel.CodeInvalidRequest, "could not read the request body: %w", err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, &runnel.Error{Code: runnel.CodeInvalidRequest, Message: `request body is empty; ` +
-			`send a JSON run request such as {"model":"openai/gpt-5","messages":[{"role":"user","content":"hi"}]}`}
+		return nil, &runnel.Error{Code: runnel.CodeInvalidRequest, Message: "request body is empty; " + example}
 	}
-	var req runnel.RunRequest
-	if err := strictjson.Unmarshal(body, &req); err != nil {
-		return nil, &runnel.Error{Code: runnel.CodeInvalidRequest, Message: "invalid JSON: " + describeJSONError(err), Err: err}
-	}
-	return &req, nil
+	return body, nil
+}
+
+func invalidJSON(err error) *runnel.Error {
+	return &runnel.Error{Code: runnel.CodeInvalidRequest, Message: "invalid JSON: " + describeJSONError(err), Err: err}
 }
 
 // describeJSONError says what is wrong in the caller's terms, not Go's.

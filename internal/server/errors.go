@@ -8,11 +8,12 @@ import (
 	"github.com/runnel/runnel"
 )
 
-// Routing failures have no domain code in the root package; these two exist
+// Routing failures have no domain code in the root package; these exist
 // only on the HTTP wire.
 const (
 	codeNotFound         runnel.ErrorCode = "not_found"
 	codeMethodNotAllowed runnel.ErrorCode = "method_not_allowed"
+	codeUnsupportedMedia runnel.ErrorCode = "unsupported_media_type"
 )
 
 // statusForCode is the one table from error codes to HTTP statuses
@@ -28,6 +29,8 @@ func statusForCode(code runnel.ErrorCode) int {
 		return http.StatusUnauthorized
 	case codeNotFound:
 		return http.StatusNotFound
+	case codeUnsupportedMedia:
+		return http.StatusUnsupportedMediaType
 	case codeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
 	case runnel.CodeTooLarge:

@@ -31,6 +31,13 @@ type Record struct {
 // after which further events are dropped. It is safe for concurrent use:
 // events and keep-alives share one locked path, so lines never interleave.
 type NDJSONWriter struct {
+	lineWriter
+}
+
+// lineWriter is what a streamed answer is written through, NDJSON or
+// server-sent events: one locked path for records and keep-alives, a
+// write deadline per record, and one report when the client is gone.
+type lineWriter struct {
 	mu    sync.Mutex
 	w     io.Writer
 	flush func() error
@@ -54,7 +61,7 @@ type NDJSONWriter struct {
 // NewNDJSONWriter returns a writer on w. flush, if not nil, is called after
 // every line (an http.ResponseController's Flush, say).
 func NewNDJSONWriter(w io.Writer, flush func() error) *NDJSONWriter {
-	return &NDJSONWriter{w: w, flush: flush, last: time.Now()}
+	return &NDJSONWriter{lineWriter{w: w, flush: flush, last: time.Now()}}
 }
 
 // Emit writes e as an event record. An event that cannot be encoded is
@@ -92,20 +99,20 @@ func (n *NDJSONWriter) writeResult(res *runnel.Result, status int) error {
 }
 
 // Err returns the first failure to encode or write a record, if any.
-func (n *NDJSONWriter) Err() error {
+func (n *lineWriter) Err() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.err
 }
 
 // Started reports whether any byte has been written.
-func (n *NDJSONWriter) Started() bool {
+func (n *lineWriter) Started() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.started
 }
 
-func (n *NDJSONWriter) fail(err error) {
+func (n *lineWriter) fail(err error) {
 	if n.err == nil {
 		n.err = err
 	}
@@ -113,7 +120,7 @@ func (n *NDJSONWriter) fail(err error) {
 
 // writeLocked writes one line; after a write failure (a client that went
 // away) it writes nothing more, since the run is being cancelled anyway.
-func (n *NDJSONWriter) writeLocked(line []byte, status int) {
+func (n *lineWriter) writeLocked(line []byte, status int) {
 	if n.closed || n.broken {
 		return
 	}
@@ -147,16 +154,16 @@ func (n *NDJSONWriter) writeLocked(line []byte, status int) {
 	}
 }
 
-// keepAlive writes a blank line whenever the stream has been silent for
+// keepAlive writes beat whenever the stream has been silent for
 // every, until stop is called; nothing is written after stop returns.
-// NDJSON readers skip blank lines.
+// NDJSON readers skip blank lines; SSE readers skip comments.
 //
 // It is a timer that re-arms itself rather than a goroutine: a stream that
 // waits on its model for minutes would otherwise hold a goroutine and its
 // stack for nothing. The callback runs under the writer's lock, and stop
 // sets kaStopped under that lock, so a callback already running when stop
 // is called either finishes before stop returns or finds the flag set.
-func (n *NDJSONWriter) keepAlive(every time.Duration) (stop func()) {
+func (n *lineWriter) keepAlive(every time.Duration, beat string) (stop func()) {
 	var t *time.Timer
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -164,7 +171,7 @@ func (n *NDJSONWriter) keepAlive(every time.Duration) (stop func()) {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		if !n.kaStopped {
-			t.Reset(n.beatLocked(every))
+			t.Reset(n.beatLocked(every, beat))
 		}
 	})
 	return func() {
@@ -177,10 +184,14 @@ func (n *NDJSONWriter) keepAlive(every time.Duration) (stop func()) {
 
 // beatLocked writes a keep-alive if nothing was written for a whole
 // interval and returns how long to wait before looking again.
-func (n *NDJSONWriter) beatLocked(every time.Duration) time.Duration {
+func (n *lineWriter) beatLocked(every time.Duration, beat string) time.Duration {
 	if idle := time.Since(n.last); idle < every {
 		return every - idle
 	}
-	n.writeLocked([]byte("\n"), http.StatusOK)
+	n.writeLocked([]byte(beat), http.StatusOK)
 	return every
 }
+
+// ndjsonBeat is an NDJSON keep-alive: a blank line, which NDJSON readers
+// skip (an unknown record kind could break existing clients).
+const ndjsonBeat = "\n"

@@ -272,7 +272,7 @@ func TestClientDisconnectCancelsTheRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(conn, "POST /run HTTP/1.1\r\nHost: runnel\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		fmt.Fprintf(conn, "POST /run HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 			len(hiRequest), hiRequest)
 		recv(t, started, "the run to start")
 		conn.Close()
@@ -351,7 +351,7 @@ func (w *failingWriter) Write([]byte) (int, error) {
 func TestNDJSONWriterLinesNeverInterleave(t *testing.T) {
 	var b lockedBuilder
 	nw := NewNDJSONWriter(&b, nil)
-	stop := nw.keepAlive(1)
+	stop := nw.keepAlive(1, ndjsonBeat)
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Go(func() {
@@ -403,7 +403,7 @@ func TestSlowBodyIsRefused(t *testing.T) {
 	}
 	defer conn.Close()
 	// Ten of the announced hundred bytes: only the deadline can end the read.
-	fmt.Fprintf(conn, "POST /run HTTP/1.1\r\nHost: runnel\r\nContent-Length: 100\r\n\r\n{\"model\":")
+	fmt.Fprintf(conn, "POST /run HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"model\":")
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -429,7 +429,7 @@ func slowClient(t *testing.T, addr, accept string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	fmt.Fprintf(conn, "POST /run HTTP/1.1\r\nHost: runnel\r\nAccept: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+	fmt.Fprintf(conn, "POST /run HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 		accept, len(hiRequest), hiRequest)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -22,29 +23,18 @@ import (
 // run slots, which bounds the memory bodies take), for at most the body
 // timeout.
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
-	select {
-	case s.readers <- struct{}{}:
-	default:
-		s.writeError(w, r, &runnel.Error{Code: runnel.CodeAtCapacity, Message: fmt.Sprintf(
-			"runnel is reading %d request bodies already; retry shortly, or raise RUNNEL_CONCURRENCY_LIMIT on the server",
-			cap(s.readers))})
+	var req *runnel.RunRequest
+	if !s.readBody(w, r, func(body io.Reader) (err error) {
+		req, err = DecodeRequest(body, s.opts.MaxBodyBytes)
+		return err
+	}) {
 		return
 	}
-	req, err := s.readRequest(w, r)
-	<-s.readers
-	if err != nil {
-		s.writeError(w, r, err)
+	release, ok := s.takeSlot(w, r)
+	if !ok {
 		return
 	}
-	select {
-	case s.slots <- struct{}{}:
-		defer func() { <-s.slots }()
-	default:
-		s.writeError(w, r, &runnel.Error{Code: runnel.CodeAtCapacity, Message: fmt.Sprintf(
-			"runnel is running its limit of %d concurrent runs; retry shortly, or raise RUNNEL_CONCURRENCY_LIMIT on the server",
-			s.opts.ConcurrencyLimit)})
-		return
-	}
+	defer release()
 	// POST /kill for the run's session cancels it like a client that left.
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
@@ -57,25 +47,53 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	s.oneShot(w, r, req)
 }
 
-// readRequest decodes the body under the size limit and a read deadline.
-// After a good body it lifts the deadline: it must not cut the run, and the
-// connection's background read (which notices a client going away) must
-// stay armed. After a bad one the deadline stays and the connection closes,
-// so net/http does not wait on the rest of a body nobody will read.
-func (s *Server) readRequest(w http.ResponseWriter, r *http.Request) (*runnel.RunRequest, error) {
+// readBody reads the body with decode, holding one of the readers (twice
+// as many as run slots, which bounds the memory bodies take) for at most
+// the body timeout. It reports whether decode succeeded; otherwise the
+// answer has been written.
+//
+// After a good body it lifts the read deadline: it must not cut the run,
+// and the connection's background read (which notices a client going
+// away) must stay armed. After a bad one the deadline stays and the
+// connection closes, so net/http does not wait on the rest of a body
+// nobody will read.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, decode func(io.Reader) error) bool {
+	select {
+	case s.readers <- struct{}{}:
+	default:
+		s.writeError(w, r, &runnel.Error{Code: runnel.CodeAtCapacity, Message: fmt.Sprintf(
+			"runnel is reading %d request bodies already; retry shortly, or raise RUNNEL_CONCURRENCY_LIMIT on the server",
+			cap(s.readers))})
+		return false
+	}
+	defer func() { <-s.readers }()
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout)) // unsupported only on exotic writers
-	req, err := DecodeRequest(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes), s.opts.MaxBodyBytes)
-	if err != nil {
+	if err := decode(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)); err != nil {
 		w.Header().Set("Connection", "close")
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			err = runnel.Errorf(runnel.CodeInvalidRequest,
 				"the request body did not arrive within %s; send the whole body at once", s.opts.BodyTimeout)
 		}
-		return nil, err
+		s.writeError(w, r, err)
+		return false
 	}
 	_ = rc.SetReadDeadline(time.Time{})
-	return req, nil
+	return true
+}
+
+// takeSlot takes a run slot, or answers 429. Bodies are read before a
+// slot is taken, so clients that upload slowly hold no run slot.
+func (s *Server) takeSlot(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	select {
+	case s.slots <- struct{}{}:
+		return func() { <-s.slots }, true
+	default:
+		s.writeError(w, r, &runnel.Error{Code: runnel.CodeAtCapacity, Message: fmt.Sprintf(
+			"runnel is running its limit of %d concurrent runs; retry shortly, or raise RUNNEL_CONCURRENCY_LIMIT on the server",
+			s.opts.ConcurrencyLimit)})
+		return nil, false
+	}
 }
 
 // wantsNDJSON reports whether the caller accepts NDJSON. application/ndjson
@@ -123,26 +141,45 @@ func (s *Server) oneShot(w http.ResponseWriter, r *http.Request, req *runnel.Run
 // reaches whoever can act on it. Only what is decided before the run
 // (undecodable JSON, authentication, size, capacity) keeps its status.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *runnel.RunRequest) {
+	nw := NewNDJSONWriter(w, nil)
+	res, refused := s.runStreamed(w, r, &nw.lineWriter, ndjsonBeat, func(h http.Header) {
+		h.Set("Content-Type", "application/x-ndjson")
+	}, func(ctx context.Context) (*runnel.Result, error) { return s.run(ctx, req, nw) })
+	if refused {
+		nw.Emit(runnel.Event{Type: runnel.EventError, Message: res.Error, Code: res.ErrorCode})
+		nw.Emit(runnel.Event{Type: runnel.EventDone, StopReason: res.StopReason})
+	}
+	// Nothing written yet means the run ended without a single event; the
+	// status then says how, as in one-shot mode.
+	s.finishStream(w, r, nw.writeResult(res, StatusOf(res)))
+}
+
+// runStreamed calls run with a sink writing through lw: every write under
+// the write timeout, a client that stops reading (a write that blocks past
+// it) treated like one that left, whose run is cancelled instead of waited
+// on for ever, and beat written after KeepAlive of silence. header sets
+// the content type before the first byte. A refusal comes back as a
+// result like a failed run's (refused true), for the caller to put inside
+// the stream.
+func (s *Server) runStreamed(w http.ResponseWriter, r *http.Request, lw *lineWriter, beat string,
+	header func(http.Header), run func(context.Context) (*runnel.Result, error)) (res *runnel.Result, refused bool) {
 	id := requestIDOf(r)
 	rc := http.NewResponseController(w)
-	nw := NewNDJSONWriter(w, rc.Flush)
-	// A client that stops reading fills the socket and a write blocks;
-	// past the write timeout it counts as gone, and its run is cancelled
-	// like a disconnected one's, instead of waiting on it for ever.
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	nw.deadline = func() error { return rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout)) }
-	nw.gone = func(err error) { cancel(fmt.Errorf("%w: %w", errClientGone, err)) }
-	nw.start = func(status int) {
+	lw.flush = rc.Flush
+	lw.deadline = func() error { return rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout)) }
+	lw.gone = func(err error) { cancel(fmt.Errorf("%w: %w", errClientGone, err)) }
+	lw.start = func(status int) {
 		h := w.Header()
-		h.Set("Content-Type", "application/x-ndjson")
+		header(h)
 		h.Set("Cache-Control", "no-cache")
 		h.Set("X-Accel-Buffering", "no")
 		w.WriteHeader(status)
 	}
-	stopKeepAlive := nw.keepAlive(s.opts.KeepAlive)
+	stopKeepAlive := lw.keepAlive(s.opts.KeepAlive, beat)
 	defer stopKeepAlive() // also on a panic, so nothing writes after the handler
-	res, err := s.run(ctx, req, nw)
+	res, err := run(ctx)
 	stopKeepAlive()
 	if err != nil {
 		s.logError(r, id, err)
@@ -151,17 +188,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *runnel.RunR
 		if res.Status == runnel.StatusCancelled {
 			res.StopReason = runnel.StopCancelled
 		}
-		nw.Emit(runnel.Event{Type: runnel.EventError, Message: res.Error, Code: res.ErrorCode})
-		nw.Emit(runnel.Event{Type: runnel.EventDone, StopReason: res.StopReason})
 	}
 	fixResult(res, id)
-	// Nothing written yet means the run ended without a single event; the
-	// status then says how, as in one-shot mode.
-	if err := nw.writeResult(res, StatusOf(res)); err != nil {
-		s.log.DebugContext(r.Context(), "stream not fully delivered", slog.String("requestId", id), slog.Any("err", err))
+	return res, err != nil
+}
+
+// finishStream logs a stream that did not reach its client, or lifts the
+// write deadline so the connection may serve another request.
+func (s *Server) finishStream(w http.ResponseWriter, r *http.Request, err error) {
+	if err != nil {
+		s.log.DebugContext(r.Context(), "stream not fully delivered", slog.String("requestId", requestIDOf(r)), slog.Any("err", err))
 		return
 	}
-	_ = rc.SetWriteDeadline(time.Time{}) // the connection may serve another request
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 }
 
 // errClientGone is the cause of a run cancelled because its client stopped

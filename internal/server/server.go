@@ -81,6 +81,12 @@ type Options struct {
 	Capabilities *Capabilities
 	// Logger receives access and error logs; nil discards them.
 	Logger *slog.Logger
+	// Profiles are the server-side run profiles a /v1/chat request may
+	// name (GET /v1/profiles lists them); at most one is the default.
+	Profiles []Profile
+	// Playground, when set, serves GET /playground/… (and / redirects
+	// there): runnel serve --playground.
+	Playground http.Handler
 }
 
 // Capabilities is the body of GET /v1/capabilities.
@@ -211,10 +217,17 @@ func New(runner Runner, opts *Options) *Server {
 	s.route(http.MethodPost, "/run", s.authed(http.HandlerFunc(s.handleRun)))
 	s.route(http.MethodPost, "/stream", s.authed(http.HandlerFunc(s.handleRun)))
 	s.route(http.MethodPost, "/kill", s.authed(http.HandlerFunc(s.kill)))
+	s.route(http.MethodPost, "/v1/chat", s.authed(http.HandlerFunc(s.handleChat)))
+	s.route(http.MethodGet, "/v1/profiles", s.authed(http.HandlerFunc(s.handleProfiles)))
 	s.route(http.MethodGet, "/subscription-status", s.authed(http.HandlerFunc(s.subscriptionStatus)))
+	s.route(http.MethodGet, "/openapi.json", http.HandlerFunc(s.openAPI))
+	if o.Playground != nil {
+		s.mux.Handle("GET /playground/", s.loopbackOnly(o.Playground))
+		s.mux.Handle("GET /{$}", http.RedirectHandler("/playground/", http.StatusFound))
+	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &runnel.Error{Code: codeNotFound,
-			Message: "no route " + r.URL.Path + "; runnel serves POST /run, POST /stream, POST /kill, GET /health, GET /v1/capabilities and GET /subscription-status"})
+			Message: "no route " + r.URL.Path + "; runnel serves POST /run, POST /stream, POST /kill, GET /health, GET /v1/capabilities, GET /subscription-status and GET /openapi.json"})
 	})
 	return s
 }

@@ -418,7 +418,7 @@ func TestSlowUploadHoldsNoRunSlot(t *testing.T) {
 	}
 	defer conn.Close()
 	// Headers and half a body; the rest never comes (until the test ends).
-	fmt.Fprintf(conn, "POST /run HTTP/1.1\r\nHost: runnel\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+	fmt.Fprintf(conn, "POST /run HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 		len(hiRequest), hiRequest[:len(hiRequest)/2])
 	// The server reads the headers before the handler runs; wait until
 	// this request is in flight, so the next one comes after it.

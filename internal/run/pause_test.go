@@ -555,3 +555,35 @@ func TestKindWinsOverShape(t *testing.T) {
 		t.Errorf("status %q, error %q", second.Status, second.Error)
 	}
 }
+
+// TestClientToolAnsweredInAnEarlierTurn: a client tool the browser
+// answered in an earlier turn, whose output the model read, is done. The
+// same call in a later turn must get its own output; taken by the earlier
+// call (by its key), it would leave the later one asking the browser again.
+func TestClientToolAnsweredInAnEarlierTurn(t *testing.T) {
+	llm := llmtest.NewServer(pauseScript(toolCall("call_x", "connect_account", `{"provider":"github"}`)))
+	defer llm.Close()
+	req := baseRequest(llm, APIOpenAIChat, "Connect github")
+	req.CustomTools = []runnel.ToolSpec{clientTool("connect_account", `{"kind":"connect"}`)}
+	call := func(id string) runnel.Message {
+		return runnel.Message{Role: runnel.RoleAssistant, Content: []runnel.Block{{Type: runnel.BlockToolCall,
+			ToolCallID: id, ToolName: "connect_account", Input: json.RawMessage(`{"provider":"github"}`)}}}
+	}
+	history := []runnel.Message{
+		runnel.UserText("Connect github"),
+		call("call_a"),
+		{Role: runnel.RoleTool, Content: []runnel.Block{clientOutput("call_a", "connect_account", `{"ok":1}`)}},
+		{Role: runnel.RoleAssistant, Content: []runnel.Block{{Type: runnel.BlockText, Text: `Last result: {"ok":1}`}}},
+		runnel.UserText("Connect github again"),
+		call("call_b"),
+		{Role: runnel.RoleTool, Content: []runnel.Block{clientOutput("call_b", "connect_account", `{"ok":2}`)}},
+	}
+	res, err := overHTTP(t, NewManager(nil)).Run(context.Background(), withHistory(t, req, history), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != runnel.StatusCompleted || res.Output != `Last result: {"ok":2}` {
+		t.Errorf("status %q output %q interactions %v; want the later call settled by its own output", res.Status, res.Output, res.Interactions)
+	}
+	checkWellFormed(t, llm)
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -25,12 +26,31 @@ type Program struct {
 	Stdout io.ReadCloser
 	// Stderr is the tail of what it wrote on standard error so far.
 	Stderr func() string
+	// Exited, when not nil, is closed once the program has exited and
+	// its standard error has been read to the end.
+	Exited <-chan struct{}
 	End    func() error
 }
 
+// exitTailWait bounds how long a failure waits for a program that closed
+// its output to exit, so that its last words are in the tail.
+const exitTailWait = time.Second
+
+// stderr is the tail of the program's standard error. Its output closing
+// and its standard error being read are not ordered: a program that
+// writes why it fails and exits may be seen gone before its words
+// arrive, so this waits (briefly) for it to have exited.
 func (p *Program) stderr() string {
 	if p.Stderr == nil {
 		return ""
+	}
+	if p.Exited != nil {
+		t := time.NewTimer(exitTailWait)
+		select {
+		case <-p.Exited:
+		case <-t.C:
+		}
+		t.Stop()
 	}
 	return p.Stderr()
 }

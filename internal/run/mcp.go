@@ -54,7 +54,7 @@ func stdioStarter(ws *sandbox.Workspace) mcp.StartFunc {
 		if err != nil {
 			return nil, err
 		}
-		return &mcp.Program{Stdin: proc.Stdin, Stdout: proc.Stdout, Stderr: stderr.String,
+		return &mcp.Program{Stdin: proc.Stdin, Stdout: proc.Stdout, Stderr: stderr.String, Exited: proc.Exited(),
 			End: func() error { return proc.End(stdioGrace) }}, nil
 	}
 }

@@ -84,16 +84,17 @@ type witness struct {
 	runnels []*runnelProc
 
 	mu      sync.Mutex
-	clients []int    // owner pid of each request's client socket
-	ports   []string // "pid:port" listened on beside the API, at request time
+	owners  map[string]int // owner pid of each client socket, by remote address, read when it connected
+	clients []int          // owner pid of each request's client socket
+	ports   []string       // "pid:port" listened on beside the API, at request time
 }
 
 func newWitness(llm *llmtest.Server, runnels ...*runnelProc) *witness {
-	w := &witness{runnels: runnels}
-	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		_, p, _ := net.SplitHostPort(r.RemoteAddr)
-		port, _ := strconv.Atoi(p)
-		owner := socketOwner(port, "01")
+	w := &witness{runnels: runnels, owners: map[string]int{}}
+	w.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w.mu.Lock()
+		owner := w.owners[r.RemoteAddr]
+		w.mu.Unlock()
 		var extra []string
 		for _, listening := range listeningPorts() {
 			pid := portOwner(listening)
@@ -109,6 +110,21 @@ func newWitness(llm *llmtest.Server, runnels ...*runnelProc) *witness {
 		w.mu.Unlock()
 		llm.Handler().ServeHTTP(rw, r)
 	}))
+	// The owner is looked up as the connection is accepted: by the time
+	// a request is handled, a client that sent it and gave up may have
+	// closed its socket, and nobody would own it any more.
+	w.srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		if st != http.StateNew {
+			return
+		}
+		_, p, _ := net.SplitHostPort(c.RemoteAddr().String())
+		port, _ := strconv.Atoi(p)
+		owner := socketOwner(port, "01")
+		w.mu.Lock()
+		w.owners[c.RemoteAddr().String()] = owner
+		w.mu.Unlock()
+	}
+	w.srv.Start()
 	return w
 }
 

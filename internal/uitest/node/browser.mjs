@@ -150,7 +150,9 @@ async function run(context) {
     step.forged = await forge(page, popup, card, port);
     await shot(popup, "05-consent-popup.png");
     const closed = popup.waitForEvent("close");
-    await popup.locator(byTestId("allow")).click({ noWaitAfter: true });
+    // The consent page closes itself on the click; a click that loses
+    // that race to the close is a click that landed (closed must follow).
+    await popup.locator(byTestId("allow")).click({ noWaitAfter: true }).catch(() => closed);
     await closed;
   });
   await shot(page, "06-connected.png");

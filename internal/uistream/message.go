@@ -131,6 +131,12 @@ type Conversation struct {
 type ToolRef struct {
 	Name    string
 	Dynamic bool
+	// Input is the call's input.
+	Input json.RawMessage
+	// Answered says the request answers the call's approval and carries
+	// no result for it yet; Approved is the answer. The answer's outcome
+	// settles the part: the call's result, or its denial.
+	Answered, Approved bool
 }
 
 // Convert turns UIMessages into runnel's conversation. A tool part becomes
@@ -274,15 +280,19 @@ func assistantMessages(i int, parts []UIPart, isClient func(string) bool) ([]run
 			if p.State == StateInputStreaming {
 				continue
 			}
-			tools[p.ToolCallID] = ToolRef{Name: name, Dynamic: dynamic}
-			calls = append(calls, runnel.Block{Type: runnel.BlockToolCall, ToolCallID: p.ToolCallID, ToolName: name, Input: orEmptyObject(p.Input)})
+			input := orEmptyObject(p.Input)
+			calls = append(calls, runnel.Block{Type: runnel.BlockToolCall, ToolCallID: p.ToolCallID, ToolName: name, Input: input})
 			r, ok, err := toolResult(p, name, isClient(name), approvals[p.ToolCallID])
 			if err != nil {
 				return nil, nil, fmt.Errorf("messages[%d].parts[%d]: %w", i, j, err)
 			}
+			ref := ToolRef{Name: name, Dynamic: dynamic, Input: input}
 			if ok {
 				results = append(results, r)
+				ref.Answered = r.Kind == runnel.ResultKindApproval
+				ref.Approved = ref.Answered && approvedAnswer(r.Output)
 			}
+			tools[p.ToolCallID] = ref
 		}
 	}
 	flush()
@@ -356,6 +366,14 @@ func approvalBlock(b runnel.Block, approved bool, reason, id, signature string) 
 	}{approved, reason, id, signature}) // plain strings and a bool always marshal
 	b.Kind, b.Output = runnel.ResultKindApproval, out
 	return b
+}
+
+// approvedAnswer reads the approval an approvalBlock wrote.
+func approvedAnswer(out json.RawMessage) bool {
+	var a struct {
+		Approved bool `json:"approved"`
+	}
+	return json.Unmarshal(out, &a) == nil && a.Approved
 }
 
 // approvalOutput reads {approved: bool, reason?: string}, the output an

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"reflect"
 	"slices"
 
 	"github.com/runnel/runnel"
@@ -59,6 +60,11 @@ type Stream struct {
 	inStep, afterResult bool
 	// failed is set once an error chunk went out.
 	failed bool
+	// settled are the client's calls this answer settled; reissued maps
+	// a call an ACP agent made again after its approval, under an id of
+	// its own, to the call the client shows, which its result settles.
+	settled  map[string]bool
+	reissued map[string]string
 }
 
 // NewStream returns a Stream for one answer.
@@ -69,17 +75,43 @@ func NewStream(o Options) *Stream {
 	if o.Static == nil {
 		o.Static = func(string) bool { return false }
 	}
-	s := &Stream{o: o, tools: map[string]ToolRef{}, open: map[string]string{}}
+	s := &Stream{o: o, tools: map[string]ToolRef{}, open: map[string]string{},
+		settled: map[string]bool{}, reissued: map[string]string{}}
 	for id, t := range o.Conversation.Tools {
 		s.tools[id] = t
 	}
 	return s
 }
 
-// Start is the stream's first chunk: start, with the message id (the
-// continued message's, so the client keeps writing into it).
+// Start is the stream's first chunks: start, with the message id (the
+// continued message's, so the client keeps writing into it), then the
+// denials the request answered: a declined call never runs, and an ACP
+// agent, told of the denial, does not make it again, so nothing else
+// would settle it.
 func (s *Stream) Start() []Chunk {
-	return []Chunk{{Type: "start", MessageID: s.o.MessageID}}
+	out := []Chunk{{Type: "start", MessageID: s.o.MessageID}}
+	if !s.o.Profile.approvals() {
+		return out // ai@5: the answer was the part's output
+	}
+	for _, id := range s.answered() {
+		if !s.o.Conversation.Tools[id].Approved {
+			s.settled[id] = true
+			out = append(out, Chunk{Type: "tool-output-denied", ToolCallID: id})
+		}
+	}
+	return out
+}
+
+// answered are the ids of the client's calls whose approval the request
+// answers, in order.
+func (s *Stream) answered() []string {
+	var ids []string
+	for _, id := range slices.Sorted(maps.Keys(s.o.Conversation.Tools)) {
+		if s.o.Conversation.Tools[id].Answered {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // Event returns the chunks for one run event, in order.
@@ -142,6 +174,18 @@ func (s *Stream) Finish(res *runnel.Result) []Chunk {
 	}
 	if res == nil {
 		res = &runnel.Result{Status: runnel.StatusFailed, Error: "the run ended without a result"}
+	}
+	if res.Status != runnel.StatusPaused && s.o.Profile.approvals() {
+		// An approved call the answer never ran (an agent that did not
+		// make it again, a run that ended first) is settled, so the
+		// client does not send the approval again and again.
+		for _, id := range s.answered() {
+			if !s.settled[id] {
+				s.settled[id] = true
+				out = append(out, Chunk{Type: "tool-output-error", ToolCallID: id,
+					ErrorText: "The call was approved but did not run: the turn ended first.", Dynamic: s.tools[id].Dynamic})
+			}
+		}
 	}
 	if !res.OK && res.Error != "" {
 		out = s.fail(out, res.Error)
@@ -214,6 +258,9 @@ func (s *Stream) toolCall(out []Chunk, id, name string, input json.RawMessage) [
 		return out
 	}
 	t, shown := s.tools[id]
+	if !shown && s.reissue(id, name, input) {
+		return out
+	}
 	if !shown {
 		out = s.step(out)
 		t = ToolRef{Name: name, Dynamic: !s.o.Static(name)}
@@ -228,22 +275,46 @@ func (s *Stream) toolCall(out []Chunk, id, name string, input json.RawMessage) [
 // messages are not sent: the client cannot update those messages, and
 // the conversation runnel reads next carries them anyway.
 func (s *Stream) toolResult(out []Chunk, e runnel.Event) []Chunk {
-	t, ok := s.tools[e.ID]
-	if !ok {
+	id := e.ID
+	if x, ok := s.reissued[id]; ok {
+		id = x
+	}
+	t, ok := s.tools[id]
+	if !ok || s.settled[id] {
 		return out
 	}
+	s.settled[id] = true
 	if s.inStep {
 		s.afterResult = true
 	}
 	switch {
 	case e.Denied && s.o.Profile.approvals():
-		return append(out, Chunk{Type: "tool-output-denied", ToolCallID: e.ID})
+		return append(out, Chunk{Type: "tool-output-denied", ToolCallID: id})
 	case e.IsError || e.Denied:
-		return append(out, Chunk{Type: "tool-output-error", ToolCallID: e.ID, ErrorText: orString(outputText(e.Output), "the tool failed"), Dynamic: t.Dynamic})
+		return append(out, Chunk{Type: "tool-output-error", ToolCallID: id, ErrorText: orString(outputText(e.Output), "the tool failed"), Dynamic: t.Dynamic})
 	}
 	// ai@5 looks a dynamic call up among dynamic parts only when the
 	// output says dynamic.
-	return append(out, Chunk{Type: "tool-output-available", ToolCallID: e.ID, Output: orNull(e.Output), Dynamic: t.Dynamic})
+	return append(out, Chunk{Type: "tool-output-available", ToolCallID: id, Output: orNull(e.Output), Dynamic: t.Dynamic})
+}
+
+// reissue reports whether a new call is one the client shows, approved
+// and not yet run, made again under another id: an ACP agent, told of
+// the approval, makes the call itself, and runnel lets it through by its
+// name and input (DESIGN §5.2). The client's part then stands for it.
+func (s *Stream) reissue(id, name string, input json.RawMessage) bool {
+	taken := map[string]bool{}
+	for _, x := range s.reissued {
+		taken[x] = true
+	}
+	for _, x := range s.answered() {
+		t := s.o.Conversation.Tools[x]
+		if t.Approved && !s.settled[x] && !taken[x] && t.Name == name && sameJSON(t.Input, orEmptyObject(input)) {
+			s.reissued[id] = x
+			return true
+		}
+	}
+	return false
 }
 
 // interaction asks the client: an approval as tool-approval-request (ai@6,
@@ -294,6 +365,12 @@ func (s *Stream) data(typ, id string, v any, transient bool) Chunk {
 		raw = json.RawMessage(`null`)
 	}
 	return Chunk{Type: typ, ID: id, Data: raw, Transient: transient}
+}
+
+// sameJSON reports whether two JSON texts hold the same value.
+func sameJSON(a, b json.RawMessage) bool {
+	var va, vb any
+	return json.Unmarshal(a, &va) == nil && json.Unmarshal(b, &vb) == nil && reflect.DeepEqual(va, vb)
 }
 
 // outputText is a tool output as the sentence an error shows: a JSON

@@ -2,6 +2,7 @@ package uistream
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,8 +72,20 @@ func TestConvert(t *testing.T) {
 	if diff := cmp.Diff(want, conv.Messages); diff != "" {
 		t.Errorf("messages (-want +got):\n%s", diff)
 	}
-	if conv.Continued != "a1" || len(conv.Tools) != 6 || conv.Tools["c3"] != (ToolRef{Name: "connect"}) || !conv.Tools["c1"].Dynamic {
-		t.Errorf("continued %q, tools %v", conv.Continued, conv.Tools)
+	if conv.Continued != "a1" {
+		t.Errorf("continued %q", conv.Continued)
+	}
+	// c1 and c5 carry answers to approvals, whose outcome settles them.
+	wantTools := map[string]ToolRef{
+		"c0": {Name: "read", Dynamic: true, Input: raw(`{"p":1}`)},
+		"c1": {Name: "rm", Dynamic: true, Input: raw(`{}`), Answered: true, Approved: true},
+		"c2": {Name: "rm", Dynamic: true, Input: raw(`{}`)},
+		"c3": {Name: "connect", Input: raw(`{}`)},
+		"c4": {Name: "connect", Input: raw(`{}`)},
+		"c5": {Name: "rm", Dynamic: true, Input: raw(`{}`), Answered: true},
+	}
+	if diff := cmp.Diff(wantTools, conv.Tools); diff != "" {
+		t.Errorf("tools (-want +got):\n%s", diff)
 	}
 }
 
@@ -83,15 +96,7 @@ func TestStreamOrder(t *testing.T) {
 	conv := &Conversation{Continued: "a1", Tools: map[string]ToolRef{"c1": {Name: "rm", Dynamic: true}}, Earlier: map[string]bool{"c0": true}}
 	for _, p := range []Profile{AI5, AI6, AI7} {
 		s := NewStream(Options{Profile: p, MessageID: "a1", Conversation: conv, Static: func(n string) bool { return n == "connect" }})
-		var got []string
-		add := func(cs []Chunk) {
-			for _, c := range cs {
-				b, _ := json.Marshal(c)
-				got = append(got, string(b))
-			}
-		}
-		add(s.Start())
-		for _, e := range []runnel.Event{
+		got := streamed(s, &runnel.Result{OK: true, Status: runnel.StatusPaused, StopReason: runnel.StopPaused}, []runnel.Event{
 			{Type: runnel.EventToolCall, ID: "c0", Name: "rm"},
 			{Type: runnel.EventToolResult, ID: "c0", Output: raw(`"x"`), Denied: true, IsError: true},
 			{Type: runnel.EventToolCall, ID: "c1", Name: "rm", Input: raw(`{}`)},
@@ -104,10 +109,7 @@ func TestStreamOrder(t *testing.T) {
 			{Type: runnel.EventToolCall, ID: "c3", Name: "rm"},
 			{Type: runnel.EventInteractionRequest, Interaction: &runnel.Interaction{ID: "int_c3", Kind: runnel.InteractionApproval,
 				ToolCallID: "c3", ToolName: "rm", Signature: "9.sig3"}},
-		} {
-			add(s.Event(e))
-		}
-		add(s.Finish(&runnel.Result{OK: true, Status: runnel.StatusPaused, StopReason: runnel.StopPaused}))
+		}...)
 		denied := `{"type":"tool-output-denied","toolCallId":"c1"}`
 		approval := `{"type":"tool-approval-request","toolCallId":"c3","approvalId":"int_c3"}`
 		finish := `{"type":"finish","finishReason":"tool-calls"}`
@@ -138,7 +140,84 @@ func TestStreamOrder(t *testing.T) {
 			`{"type":"data-runnel-result","data":{"ok":true,"status":"paused","stopReason":"paused"},"transient":true}`,
 			finish,
 		}
-		want = slicesDeleteEmpty(want)
+		want = slices.DeleteFunc(want, func(c string) bool { return c == "" })
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", p, diff)
+		}
+	}
+}
+
+// streamed is the chunks a stream writes for events and the result, as
+// JSON.
+func streamed(s *Stream, res *runnel.Result, events ...runnel.Event) []string {
+	var got []string
+	add := func(cs []Chunk) {
+		for _, c := range cs {
+			b, _ := json.Marshal(c)
+			got = append(got, string(b))
+		}
+	}
+	add(s.Start())
+	for _, e := range events {
+		add(s.Event(e))
+	}
+	add(s.Finish(res))
+	return got
+}
+
+// TestStreamSettlesAnACPAgentsAnswers: an ACP agent told of an approval
+// makes the call again under an id of its own (the event order below is
+// what the fake agent's resume sends). The part the client shows stands
+// for it and takes its result; a denial, which the agent does not act on,
+// and an approval the agent never acted on settle their parts too, so the
+// client does not send the answer again.
+func TestStreamSettlesAnACPAgentsAnswers(t *testing.T) {
+	conv := &Conversation{Continued: "a1", Tools: map[string]ToolRef{
+		"toolu_A": {Name: "delete_file", Dynamic: true, Input: raw(`{"path":"q3.docx"}`), Answered: true, Approved: true},
+		"toolu_C": {Name: "delete_file", Dynamic: true, Input: raw(`{"path":"q4.docx"}`), Answered: true},
+		"toolu_D": {Name: "delete_file", Dynamic: true, Input: raw(`{"path":"q5.docx"}`), Answered: true, Approved: true},
+	}}
+	events := []runnel.Event{
+		// The same input, written another way, under a new id.
+		{Type: runnel.EventToolCall, ID: "toolu_B", Name: "delete_file", Input: raw(`{ "path": "q3.docx" }`)},
+		{Type: runnel.EventInteractionResponse, Answer: &runnel.InteractionAnswer{ID: "int_toolu_A", Kind: runnel.InteractionApproval, ToolCallID: "toolu_A", Approved: true}},
+		{Type: runnel.EventToolResult, ID: "toolu_B", Output: raw(`"ref__delete ok"`)},
+		// Called again later, after the approved call ran: a call of its own.
+		{Type: runnel.EventToolCall, ID: "toolu_E", Name: "delete_file", Input: raw(`{"path":"q3.docx"}`)},
+		{Type: runnel.EventToolResult, ID: "toolu_E", Output: raw(`"gone already"`)},
+		{Type: runnel.EventMessageStart, ID: "msg_1"},
+		{Type: runnel.EventMessageDelta, ID: "msg_1", Delta: "Deleted"},
+		{Type: runnel.EventMessageEnd, ID: "msg_1"},
+	}
+	for _, p := range []Profile{AI5, AI6, AI7} {
+		got := streamed(NewStream(Options{Profile: p, MessageID: "a1", Conversation: conv}),
+			&runnel.Result{OK: true, Status: runnel.StatusCompleted, StopReason: "end_turn"}, events...)
+		want := []string{
+			`{"type":"start","messageId":"a1"}`,
+			`{"type":"tool-output-denied","toolCallId":"toolu_C"}`,
+			`{"type":"tool-output-available","toolCallId":"toolu_A","output":"ref__delete ok","dynamic":true}`,
+			`{"type":"start-step"}`,
+			`{"type":"tool-input-start","toolCallId":"toolu_E","toolName":"delete_file","dynamic":true}`,
+			`{"type":"tool-input-available","toolCallId":"toolu_E","toolName":"delete_file","input":{"path":"q3.docx"},"dynamic":true}`,
+			`{"type":"tool-output-available","toolCallId":"toolu_E","output":"gone already","dynamic":true}`,
+			`{"type":"finish-step"}`,
+			`{"type":"start-step"}`,
+			`{"type":"text-start","id":"msg_1"}`,
+			`{"type":"text-delta","id":"msg_1","delta":"Deleted"}`,
+			`{"type":"text-end","id":"msg_1"}`,
+			`{"type":"finish-step"}`,
+			`{"type":"tool-output-error","toolCallId":"toolu_D","errorText":"The call was approved but did not run: the turn ended first.","dynamic":true}`,
+			`{"type":"data-runnel-result","data":{"ok":true,"status":"completed","stopReason":"end_turn"},"transient":true}`,
+			`{"type":"finish","finishReason":"stop"}`,
+		}
+		if p == AI5 {
+			// ai@5 answered with the parts' outputs: only the result of
+			// the approved call replaces its answer.
+			want = slices.DeleteFunc(want, func(c string) bool {
+				return strings.Contains(c, "toolu_C") || strings.Contains(c, "toolu_D")
+			})
+			want[len(want)-1] = `{"type":"finish"}`
+		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", p, diff)
 		}
@@ -146,16 +225,6 @@ func TestStreamOrder(t *testing.T) {
 }
 
 func raw(s string) json.RawMessage { return json.RawMessage(s) }
-
-func slicesDeleteEmpty(s []string) []string {
-	out := s[:0]
-	for _, v := range s {
-		if v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
-}
 
 func TestDecodeIsStrict(t *testing.T) {
 	for _, body := range []string{

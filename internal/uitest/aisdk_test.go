@@ -4,9 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -33,7 +38,7 @@ func TestAISDKConformance(t *testing.T) {
 	signed := startDemo(t, "RUNNEL_INTERACTION_SECRET=uitest-interaction-secret-0123456789")
 	for _, r := range releases {
 		t.Run(r.alias, func(t *testing.T) {
-			runScenarios(t, node, modules, r.alias, demo.URL, r.compat, true)
+			runScenarios(t, node, modules, r.alias, demo.URL, r.compat, true, "")
 		})
 	}
 	// With signing on, the approval's signature must make the round trip
@@ -42,7 +47,7 @@ func TestAISDKConformance(t *testing.T) {
 	for _, alias := range []string{"ai-5.0.0", "ai-6.0.0", "ai-7.0.31"} {
 		r := releaseOf(t, alias)
 		t.Run(alias+"/signed", func(t *testing.T) {
-			runScenarios(t, node, modules, r.alias, signed.URL, r.compat, true)
+			runScenarios(t, node, modules, r.alias, signed.URL, r.compat, true, "")
 		})
 	}
 	// The check has teeth: a release given a newer major's stream rejects
@@ -52,7 +57,7 @@ func TestAISDKConformance(t *testing.T) {
 		{"ai-5.0.0", "ai6", demo.URL}, {"ai-6.0.0", "ai7", signed.URL},
 	} {
 		t.Run(c.alias+"/given-"+c.compat, func(t *testing.T) {
-			runScenarios(t, node, modules, c.alias, c.url, c.compat, false)
+			runScenarios(t, node, modules, c.alias, c.url, c.compat, false, "")
 		})
 	}
 }
@@ -67,11 +72,62 @@ func releaseOf(t *testing.T, alias string) struct{ alias, compat string } {
 	return releases[0]
 }
 
+// TestAISDKThroughAnACPAgent runs an approval, approved and denied, on an
+// ACP harness (the fake agent as claude, the demo's delete_file tool)
+// through each release's client: the agent makes the approved call again
+// under its own id, and the part the person answered must take its result.
+func TestAISDKThroughAnACPAgent(t *testing.T) {
+	node, modules := nodeTools(t)
+	bin := filepath.Join(t.TempDir(), "fakeagent")
+	if out, err := exec.Command("go", "build", "-o", bin, "../harness/acp/fakeagent").CombinedOutput(); err != nil {
+		t.Fatalf("building the fake agent: %v\n%s", err, out)
+	}
+	scenario, err := filepath.Abs("testdata/acp-delete.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	demo := startDemo(t, fmt.Sprintf("RUNNEL_HARNESS_CLAUDE_COMMAND=/usr/bin/env FAKE_ACP_SCENARIO=%s %s", scenario, bin))
+	// The platform's tool callback: it counts the deletions.
+	var deletions atomic.Int32
+	callback := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		deletions.Add(1)
+		io.WriteString(w, `{"call":{"id":"x","status":{"code":"STATUS_CODE_OK"},"data":{"role":"tool","content":"Deleted notes/q3-draft.txt"}}}`)
+	}))
+	defer callback.Close()
+	fields, err := json.Marshal(map[string]any{
+		"harness": "claude", "model": "anthropic/claude-test",
+		// The fake agent calls no model.
+		"endpoint": map[string]string{"baseUrl": "http://127.0.0.1:9"},
+		"secrets":  map[string]string{"ANTHROPIC_API_KEY": "sk-ant-uitest"},
+		"customTools": []map[string]any{{"name": "delete_file", "description": "Delete a file",
+			"inputSchema": map[string]any{"type": "object", "required": []string{"path"}, "properties": map[string]any{"path": map[string]string{"type": "string"}}}}},
+		"toolCallback": map[string]string{"endpoint": callback.URL},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range releases {
+		t.Run(r.alias, func(t *testing.T) {
+			runScenarios(t, node, modules, r.alias, demo.URL, r.compat, true, string(fields))
+		})
+	}
+	// One deletion per release: the approved call ran once, the denied one never.
+	if n := deletions.Load(); n != int32(len(releases)) {
+		t.Errorf("the callback ran %d times, want %d", n, len(releases))
+	}
+}
+
 // runScenarios runs aisdk.mjs for one release and checks every scenario
 // passed (or, with pass false, that the release rejected the stream).
-func runScenarios(t *testing.T, node, modules, alias, url, compat string, pass bool) {
+// With runFields it runs the ACP scenarios on them.
+func runScenarios(t *testing.T, node, modules, alias, url, compat string, pass bool, runFields string) {
 	t.Helper()
-	cmd := exec.Command(node, filepath.Join(filepath.Dir(modules), "aisdk.mjs"), alias, url, compat)
+	args := []string{filepath.Join(filepath.Dir(modules), "aisdk.mjs"), alias, url, compat}
+	want := 6
+	if runFields != "" {
+		args, want = append(args, runFields), 2
+	}
+	cmd := exec.Command(node, args...)
 	cmd.Dir = filepath.Dir(modules)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -93,8 +149,8 @@ func runScenarios(t *testing.T, node, modules, alias, url, compat string, pass b
 			t.Errorf("%s: %s", r.Name, r.Error)
 		}
 	}
-	if len(results) != 6 {
-		t.Fatalf("aisdk.mjs ran %d scenarios, want 6 (err %v)\nstderr:\n%s", len(results), err, stderr.String())
+	if len(results) != want {
+		t.Fatalf("aisdk.mjs ran %d scenarios, want %d (err %v)\nstderr:\n%s", len(results), want, err, stderr.String())
 	}
 	if pass && err != nil {
 		t.Errorf("aisdk.mjs: %v\nstderr:\n%s", err, stderr.String())

@@ -5,7 +5,10 @@
 // UIMessage exactly as useChat does). Any chunk the client rejects throws,
 // and fails the scenario.
 //
-//   node aisdk.mjs <package alias, e.g. ai-6.0.0> <runnel URL> <compat>
+//   node aisdk.mjs <package alias, e.g. ai-6.0.0> <runnel URL> <compat> [run fields]
+//
+// With run fields (a JSON object sent in every request body: an ACP
+// harness, its tools and callback) the ACP scenarios run instead.
 //
 // Prints one JSON line per scenario ({name, ok, error?}) and exits 1 if any
 // failed. Answers to approvals and client tools are written into the
@@ -13,12 +16,13 @@
 // write them, and sent back as the next request.
 import assert from "node:assert/strict";
 
-const [alias, baseURL, compat] = process.argv.slice(2);
+const [alias, baseURL, compat, runFieldsJSON] = process.argv.slice(2);
+const runFields = runFieldsJSON ? JSON.parse(runFieldsJSON) : {};
 const ai = await import(alias);
 const approvals = compat !== "ai5";
 
 function transport() {
-  return new ai.DefaultChatTransport({ api: `${baseURL}/v1/chat`, body: { compat } });
+  return new ai.DefaultChatTransport({ api: `${baseURL}/v1/chat`, body: { compat, ...runFields } });
 }
 
 // send posts the conversation and reads the answer into the continued
@@ -177,8 +181,51 @@ const scenarios = {
   },
 };
 
+// An ACP agent (the fake one, as claude) asks before it deletes; told of
+// the answer in the next turn, it makes the call again under an id of its
+// own. The part the person answered must end settled, with the one call's
+// result, and nothing left for useChat to send again by itself.
+const settledForGood = (chat) =>
+  !approvals || !ai.lastAssistantMessageIsCompleteWithApprovalResponses({ messages: chat.messages });
+
+const acpScenarios = {
+  async "acp approval, approved"() {
+    const chat = newChat("acp-approve");
+    const m = await ask(chat, "Please delete notes/q3-draft.txt");
+    assert.equal(chat.error, undefined);
+    const [tool] = toolParts(m);
+    assert.equal(tool.toolCallId, "toolu_A");
+    assert.equal(tool.state, approvals ? "approval-requested" : "input-available");
+    answerApproval(chat, tool, true);
+    const after = await send(chat);
+    assert.equal(chat.error, undefined);
+    const tools = toolParts(after);
+    assert.equal(tools.length, 1, "the agent's new id for the call is not a second part");
+    assert.equal(tools[0].toolCallId, "toolu_A");
+    assert.equal(tools[0].state, "output-available");
+    assert.match(tools[0].output, /^Deleted notes\/q3-draft.txt/);
+    assert.match(text(after), /Done: Deleted notes\/q3-draft\.txt/);
+    assert.ok(settledForGood(chat), "useChat would send the approval again");
+  },
+
+  async "acp approval, denied"() {
+    const chat = newChat("acp-deny");
+    const m = await ask(chat, "Please delete notes/q3-draft.txt");
+    const [tool] = toolParts(m);
+    answerApproval(chat, tool, false, "keep it");
+    const after = await send(chat);
+    assert.equal(chat.error, undefined);
+    const tools = toolParts(after);
+    assert.equal(tools.length, 1);
+    // ai@5 answered with the part's output, which stays.
+    assert.equal(tools[0].state, approvals ? "output-denied" : "output-available");
+    assert.match(text(after), /Understood, I left it alone\./);
+    assert.ok(settledForGood(chat), "useChat would send the denial again");
+  },
+};
+
 let failed = false;
-for (const [name, run] of Object.entries(scenarios)) {
+for (const [name, run] of Object.entries(runFieldsJSON ? acpScenarios : scenarios)) {
   try {
     await run();
     console.log(JSON.stringify({ name, ok: true }));

@@ -55,6 +55,10 @@ func TestArchitecture(t *testing.T) {
 		// The client speaks HTTP to a runnel; it runs nothing itself.
 		{dir: "runnelclient", allowed: []string{mod, mod + "/internal/server", mod + "/internal/strictjson"},
 			forbidden: []string{"os/exec", mod + "/internal/run"}},
+		// Tracing and metrics know no run, tool or transport: the run
+		// reports to them.
+		{dir: "internal/telemetry", allowed: []string{"go.opentelemetry.io/", "github.com/prometheus/client_golang/"},
+			forbidden: []string{mod, mod + "/internal/run", mod + "/internal/server"}},
 		{dir: "internal/provider", allowed: []string{mod}},
 		{dir: "internal/provider/openai", allowed: []string{mod, mod + "/internal/provider"}},
 		{dir: "internal/provider/anthropic", allowed: []string{mod, mod + "/internal/provider"}},

@@ -75,6 +75,13 @@ type Config struct {
 	AgentStartTimeout time.Duration
 	LogLevel          slog.Level
 	LogFormat         string // json or text
+	// MetricsAddr is a separate listener for /metrics, without a token;
+	// empty is none.
+	MetricsAddr string
+	// OTLPEndpoint and OTLPHeaders are the operator's trace export; the
+	// headers are never logged.
+	OTLPEndpoint string
+	OTLPHeaders  map[string]string
 }
 
 // A setting is one configuration value: a flag, the variable behind it and
@@ -102,6 +109,9 @@ func settings() []struct {
 		{"listen", s{"shutdown-grace", "RUNNEL_SHUTDOWN_GRACE", "30s", "how long in-flight runs may finish after SIGTERM", "duration"}},
 		{"listen", s{"profiles-file", "RUNNEL_PROFILES_FILE", "", "JSON file of run profiles a POST /v1/chat request may name (model, endpoint, key references, tools, callback, permissions), so a browser never holds a key", "file"}},
 		{"listen", s{"write-timeout", "RUNNEL_WRITE_TIMEOUT", "30s", "longest a write to a client may block; a client that stops reading is treated as gone", "duration"}},
+		{"listen", s{"metrics-addr", "RUNNEL_METRICS_ADDR", "", "host:port of a separate listener serving GET /metrics without a token (for a scraper); /metrics on the main listener always needs the token", "addr"}},
+		{"listen", s{"otlp-endpoint", "RUNNEL_OTLP_ENDPOINT", "", "OTLP/HTTP traces URL every run's spans are exported to (a run's own telemetry target gets its spans too)", "url"}},
+		{"listen", s{"otlp-headers", "RUNNEL_OTLP_HEADERS", "", "comma-separated name=value headers of the OTLP export (its credential; never logged)", "headers"}},
 		{"run", s{"max-body-bytes", "RUNNEL_MAX_BODY_BYTES", "8MiB", "largest request body (bytes, or with a KiB/MiB/GiB suffix)", "size"}},
 		{"run", s{"max-steps", "RUNNEL_MAX_STEPS", "50", "model steps per run", "number"}},
 		{"run", s{"max-step-bytes", "RUNNEL_MAX_STEP_BYTES", "8MiB", "most a model may stream in one step (text, reasoning, tool arguments)", "size"}},
@@ -320,6 +330,47 @@ func (c *config) attachmentsURL() string {
 // providerKeys reads the provider keys file: one NAME=value a line, blank
 // lines and lines starting with # skipped. A bad line fails start-up with
 // its number, never its text (it may hold a key).
+// metricsAddr reads metrics-addr: empty, or a host:port to listen on.
+func (c *config) metricsAddr() string {
+	v, from := c.raw("metrics-addr")
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return ""
+	}
+	if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
+		c.fail(from, v, "is not a host:port to listen on (\":9090\" listens on every address)")
+	}
+	return v
+}
+
+// otlp reads the operator's trace export: an http(s) URL and its headers.
+func (c *config) otlp() (string, map[string]string) {
+	endpoint, from := c.raw("otlp-endpoint")
+	endpoint = strings.TrimSpace(endpoint)
+	if endpoint != "" {
+		u, err := url.Parse(endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			c.fail(from, endpoint, "is not an http or https URL of an OTLP/HTTP collector (e.g. http://collector:4318/v1/traces)")
+		}
+	}
+	raw, hfrom := c.raw("otlp-headers")
+	if strings.TrimSpace(raw) == "" {
+		return endpoint, nil
+	}
+	headers := map[string]string{}
+	for _, pair := range strings.Split(raw, ",") {
+		name, value, ok := strings.Cut(pair, "=")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		if !ok || name == "" || value == "" || strings.ContainsAny(name, " \t:") {
+			// The value is a credential: the message names the setting only.
+			c.errs = append(c.errs, fmt.Errorf("%s is not a comma-separated list of name=value headers", hfrom))
+			return endpoint, nil
+		}
+		headers[name] = value
+	}
+	return endpoint, headers
+}
+
 func (c *config) providerKeys() map[string]string {
 	path := c.str("provider-keys-file")
 	if path == "" {
@@ -422,6 +473,8 @@ func (c *config) load() (*Config, error) {
 		cfg.ConcurrencyLimit = int(c.int("concurrency-limit", 1, 1<<20))
 		cfg.ShutdownGrace = c.duration("shutdown-grace")
 		cfg.WriteTimeout = c.duration("write-timeout")
+		cfg.MetricsAddr = c.metricsAddr()
+		cfg.OTLPEndpoint, cfg.OTLPHeaders = c.otlp()
 		var err error
 		if cfg.Profiles, cfg.ProfileSecrets, err = loadProfiles(c.str("profiles-file"), c.getenv); err != nil {
 			c.errs = append(c.errs, err)
@@ -549,6 +602,7 @@ func (cfg *Config) runOptions(log *slog.Logger, h *host) *run.Options {
 		AttachmentsURL:    cfg.AttachmentsURL,
 		Agents:            h.agents,
 		ACPTimeouts:       acp.Timeouts{Initialize: cfg.AgentStartTimeout, Session: cfg.AgentStartTimeout},
+		Telemetry:         h.tel,
 	}
 }
 
@@ -571,6 +625,9 @@ func (cfg *Config) registry() *agents.Registry {
 func (cfg *Config) serverSecrets() []string {
 	out := []string{cfg.Token, cfg.InteractionSecret}
 	for _, v := range cfg.ProviderKeys {
+		out = append(out, v)
+	}
+	for _, v := range cfg.OTLPHeaders {
 		out = append(out, v)
 	}
 	return append(out, cfg.ProfileSecrets...)
@@ -598,6 +655,8 @@ func (cfg *Config) serverOptions(log *slog.Logger, harnesses []string, h *host) 
 		Features:         features,
 		Logger:           log,
 		Profiles:         cfg.Profiles,
+		Metrics:          h.tel.Metrics().Handler(),
+		Refused:          h.tel.Metrics().Refused,
 		Capabilities: &server.Capabilities{Sandbox: h.sandboxInfo(), Agents: h.agentInfo(), Limits: server.Limits{
 			MaxSteps:            cfg.MaxSteps,
 			RunTimeoutMs:        cfg.RunTimeout.Milliseconds(),

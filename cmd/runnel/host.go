@@ -14,6 +14,7 @@ import (
 	"github.com/runnel/runnel/internal/codemode"
 	"github.com/runnel/runnel/internal/sandbox"
 	"github.com/runnel/runnel/internal/server"
+	"github.com/runnel/runnel/internal/telemetry"
 )
 
 // host is what runnel sets up on the machine once per process, for every
@@ -30,6 +31,8 @@ type host struct {
 	limits sandbox.Limits
 	// localAllowed: a request for sandbox "local" gets it.
 	localAllowed bool
+	// tel traces and counts the runs.
+	tel *telemetry.Telemetry
 }
 
 // setUpHost probes process containment and sweeps what dead runnel
@@ -64,6 +67,10 @@ func setUpHost(cfg *Config, log *slog.Logger) (*host, error) {
 			log.Warn("swept the workspaces of dead runnel processes", slog.Int("removed", n), slog.Any("err", err))
 		}
 	}
+	h.tel, err = telemetry.New(telemetry.Options{Endpoint: cfg.OTLPEndpoint, Headers: cfg.OTLPHeaders, Version: version, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("trace export: %w", err)
+	}
 	h.agents = cfg.registry()
 	// An agent's HOME holds the run's model key: a dead runnel's are
 	// swept like its workspaces, whatever KeepWorkspaces says.
@@ -83,6 +90,13 @@ func setUpHost(cfg *Config, log *slog.Logger) (*host, error) {
 
 // close ends whatever the runs' commands left, once the runs are over.
 func (h *host) close(log *slog.Logger) {
+	// Spans still queued get a few seconds; a dead collector costs no
+	// more.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.tel.Close(ctx); err != nil {
+		log.Warn("trace export", slog.Any("err", err))
+	}
 	if err := h.containment.Close(); err != nil {
 		log.Warn("process containment", slog.Any("err", err))
 	}

@@ -108,6 +108,7 @@ func TestOpenAPIAgainstRecordedTraffic(t *testing.T) {
 	send(ctx, http.MethodGet, "/v1/capabilities", "", auth...)
 	send(ctx, http.MethodGet, "/subscription-status", "", auth...)
 	send(ctx, http.MethodGet, "/v1/profiles", "", auth...)
+	send(ctx, http.MethodGet, "/metrics", "", auth...)
 
 	// A run with a tool call, reasoning and a notice, one-shot and
 	// streamed, given its model as Agenta v0.113 does.
@@ -544,6 +545,10 @@ func (s *spec) checkRequest(t *testing.T, name, opPtr string, x *exchange) {
 func (s *spec) items(t *testing.T, name, mt string, body []byte) [][]byte {
 	t.Helper()
 	switch mt {
+	case "text/plain":
+		// A text body (the metrics) is one string.
+		b, _ := json.Marshal(string(body))
+		return [][]byte{b}
 	case "application/x-ndjson":
 		var out [][]byte
 		var kinds []string

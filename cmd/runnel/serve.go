@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/runnel/runnel/internal/playground"
 	"github.com/runnel/runnel/internal/server"
@@ -58,6 +62,13 @@ func (m *Main) serveOn(ctx context.Context, cmd string, cfg *Config, log *slog.L
 	opts := cfg.serverOptions(log, runner.Harnesses(), h)
 	adjust(opts)
 	srv := server.New(runner, opts)
+	if cfg.MetricsAddr != "" {
+		stop, err := serveMetrics(cfg.MetricsAddr, h.tel.Metrics().Handler(), log)
+		if err != nil {
+			return m.fail(cmd, err)
+		}
+		defer stop()
+	}
 	if cfg.Token == "" {
 		log.Warn("no token set: requests are not authenticated (allowed on loopback only); set RUNNEL_TOKEN to require one")
 	}
@@ -71,4 +82,29 @@ func (m *Main) serveOn(ctx context.Context, cmd string, cfg *Config, log *slog.L
 		return exitFailure
 	}
 	return exitOK
+}
+
+// serveMetrics serves GET /metrics, without a token, on a listener of its
+// own (RUNNEL_METRICS_ADDR) until stop: a scraper needs no run token, and
+// the port can be kept inside the cluster.
+func serveMetrics(addr string, metrics http.Handler, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics listener stopped", slog.Any("err", err))
+		}
+	}()
+	log.Info("metrics listening", slog.String("addr", ln.Addr().String()))
+	return func() {
+		srv.Close()
+		<-done
+	}, nil
 }

@@ -38,6 +38,9 @@ type Options struct {
 	TLSConfig *tls.Config
 	// Version is runnel's version, sent as the MCP clientInfo.
 	Version string
+	// Propagate writes the trace context of the call a request is for
+	// (or of the run) into its headers; nil writes none.
+	Propagate func(ctx context.Context, h http.Header)
 	// Logger receives the SDK's log, with URLs cut to their origin and
 	// the URL's secrets hidden; nil discards it.
 	Logger *slog.Logger

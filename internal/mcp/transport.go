@@ -50,13 +50,14 @@ func newServerHTTP(life context.Context, spec ServerSpec, u *url.URL, opts *Opti
 		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	h := &headerTransport{
-		base:    tr,
-		headers: spec.Headers,
-		origin:  u,
-		dialer:  d,
-		limits:  limits{message: opts.MaxMessageBytes, stream: opts.MaxStreamBytes, tools: opts.MaxTools},
-		life:    life,
-		cancels: newCancelNotices(),
+		base:      tr,
+		headers:   spec.Headers,
+		origin:    u,
+		dialer:    d,
+		limits:    limits{message: opts.MaxMessageBytes, stream: opts.MaxStreamBytes, tools: opts.MaxTools},
+		life:      life,
+		cancels:   newCancelNotices(),
+		propagate: opts.Propagate,
 	}
 	return &serverHTTP{
 		dialer:    d,
@@ -84,6 +85,8 @@ type headerTransport struct {
 	life    context.Context
 	cancels *cancelNotices
 	pending pendingRequests // requests waiting on an SSE session stream
+	// propagate writes the trace context (Options.Propagate), or is nil.
+	propagate func(context.Context, http.Header)
 
 	mu      sync.Mutex
 	status  int
@@ -113,6 +116,9 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Header.Get(name) == "" {
 			req.Header.Set(name, value)
 		}
+	}
+	if t.propagate != nil {
+		t.propagate(ctx, req.Header)
 	}
 	id, method := peekRequest(req)
 	if id != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/runnel/runnel/internal/harness/acp"
 	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/permission"
+	"github.com/runnel/runnel/internal/telemetry"
 )
 
 // DefaultHistoryChars caps the conversation an ACP turn renders into its
@@ -29,13 +30,13 @@ func (m *Manager) runACP(ctx context.Context, p *plan, sink runnel.Sink) (*runne
 	if sink == nil {
 		sink = runnel.Discard{}
 	}
-	rs := &runSink{next: sink, traceID: p.traceID}
+	rs := &runSink{next: sink, traceID: p.traceID, obs: p.obs}
 	sink = red.Sink(rs)
 	launcher, err := p.agent.Launcher(agents.Run{
 		Model:       agentModel(p),
 		Mode:        p.req.HarnessMode,
 		OpenPlan:    p.perm.Open() && serversOpen(p.mcp),
-		Traceparent: traceparent(p.req),
+		Traceparent: p.obs.Traceparent(ctx),
 		Builtins:    p.agentBuiltins,
 	})
 	if err != nil {
@@ -72,7 +73,7 @@ func (m *Manager) runACP(ctx context.Context, p *plan, sink runnel.Sink) (*runne
 	timeouts.Idle = p.idle
 	log.InfoContext(ctx, "run start", "tools", len(tools), "mcp_servers", len(servers), "agent", p.agent.Version())
 	out, runErr := acp.Run(rctx, &acp.Turn{
-		Agent:     launcher,
+		Agent:     countedLauncher{launcher, p.obs, p.harness},
 		Workspace: ws,
 		Prompt:    acpPrompt(p),
 		Tools:     tools,
@@ -99,6 +100,21 @@ func (m *Manager) runACP(ctx context.Context, p *plan, sink runnel.Sink) (*runne
 	log.InfoContext(ctx, "run end", "status", res.Status, "stop_reason", res.StopReason,
 		"input_tokens", res.Usage.Input, "output_tokens", res.Usage.Output, "duration", time.Since(start))
 	return res, nil
+}
+
+// countedLauncher counts the agent processes runs start.
+type countedLauncher struct {
+	acp.Launcher
+	obs   *telemetry.Run
+	agent string
+}
+
+func (l countedLauncher) Launch(ctx context.Context, server acp.Endpoint) (*acp.Launch, error) {
+	launch, err := l.Launcher.Launch(ctx, server)
+	if err == nil {
+		l.obs.AgentStarted(l.agent)
+	}
+	return launch, err
 }
 
 func closePool(pool *mcp.Pool, log interface{ Warn(string, ...any) }) {
@@ -154,14 +170,6 @@ func serversOpen(specs []mcp.ServerSpec) bool {
 		}
 	}
 	return true
-}
-
-// traceparent is the caller's W3C trace context, when it carried one.
-func traceparent(req *runnel.RunRequest) string {
-	if traceID(req) == "" {
-		return ""
-	}
-	return strings.TrimSpace(req.Context.Propagation.Traceparent)
 }
 
 func upperFirst(s string) string {

@@ -165,6 +165,11 @@ func TestACPApprovalAcrossReplicas(t *testing.T) {
 	first, second := bed.manager(t), bed.manager(t)
 
 	req := claudeRequest(cb, "please delete q3.docx")
+	const callerTrace = "0af7651916cd43dd8448eb211c80319c"
+	req.Context = &runnel.TraceContext{Propagation: &struct {
+		Traceparent string `json:"traceparent,omitempty"`
+		Baggage     string `json:"baggage,omitempty"`
+	}{Traceparent: "00-" + callerTrace + "-b7ad6b7169203331-01"}}
 	rec := &recorder{}
 	paused, err := first.Run(t.Context(), req, rec)
 	if err != nil {
@@ -223,6 +228,11 @@ func TestACPApprovalAcrossReplicas(t *testing.T) {
 			if strings.HasPrefix(k, "RUNNEL_TEST") || k == "GOPATH" || k == "GOFLAGS" {
 				t.Errorf("the agent got runnel's variable %s", k)
 			}
+		}
+		// The agent's spans join the run's: its parent is the run's
+		// span, in the caller's trace.
+		if tp, _ := env["TRACEPARENT"].(string); !strings.HasPrefix(tp, "00-"+callerTrace+"-") || strings.Contains(tp, "b7ad6b7169203331") {
+			t.Errorf("the agent got TRACEPARENT %q, want the run span's in trace %s", tp, callerTrace)
 		}
 		home, _ := env["HOME"].(string)
 		if !strings.HasPrefix(home, bed.homes) {

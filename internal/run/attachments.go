@@ -17,6 +17,7 @@ import (
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/provider"
 	"github.com/runnel/runnel/internal/sandbox"
+	"github.com/runnel/runnel/internal/telemetry"
 )
 
 // Bounds on the files a request's messages bring (DESIGN §3.7).
@@ -49,7 +50,7 @@ type attachments struct {
 // deliverAttachments rewrites the user messages of the history the model
 // sees, and adds the notices of what could not be delivered.
 func (m *Manager) deliverAttachments(ctx context.Context, p *plan, ws *sandbox.Workspace) {
-	a := &attachments{m: m, p: p, ws: ws, auth: platformAuthorization(p.req)}
+	a := &attachments{m: m, p: p, ws: ws, auth: platformAuthorization(p.req, p.export)}
 	msgs := p.prompt.Messages
 	for i, msg := range msgs {
 		if msg.Role != runnel.RoleUser || !slices.ContainsFunc(msg.Content, isFile) {
@@ -233,11 +234,14 @@ func textBlock(s string) runnel.Block { return runnel.Block{Type: runnel.BlockTe
 // platformAuthorization is the platform's credential for this run, which
 // the attachments endpoint takes: the callback authorization, or the one
 // of the run's OTLP exporter (what Agenta's runner uses).
-func platformAuthorization(req *runnel.RunRequest) string {
+func platformAuthorization(req *runnel.RunRequest, export *telemetry.Export) string {
 	if req.ToolCallback != nil && req.ToolCallback.Authorization != "" {
 		return req.ToolCallback.Authorization
 	}
-	for k, v := range otlpHeaders(req) {
+	if export == nil {
+		return ""
+	}
+	for k, v := range export.Headers {
 		if strings.EqualFold(k, "authorization") {
 			return v
 		}

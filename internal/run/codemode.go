@@ -45,6 +45,7 @@ func codeModeTools(g *gate, p *plan, pool *mcp.Pool, limiter *codemode.Limiter) 
 		executor:   permission.ExecutorRelay,
 		readOnly:   &readOnly,
 		ownDefault: permission.Allow,
+		kind:       "code",
 		run: func(context.Context, harness.Call) harness.ToolResult {
 			return harness.TextResult(listing, false)
 		},
@@ -57,6 +58,7 @@ func codeModeTools(g *gate, p *plan, pool *mcp.Pool, limiter *codemode.Limiter) 
 		executor:   permission.ExecutorRelay,
 		readOnly:   &readOnly,
 		ownDefault: permission.Allow,
+		kind:       "code",
 		run: func(ctx context.Context, c harness.Call) harness.ToolResult {
 			return runScript(ctx, p.log, c.Input, &codemode.Options{Timeout: p.scriptTimeout, Limiter: limiter}, sandboxTools, scripts)
 		},

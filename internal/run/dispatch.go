@@ -10,6 +10,7 @@ import (
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/harness"
 	"github.com/runnel/runnel/internal/permission"
+	"github.com/runnel/runnel/internal/telemetry"
 	"github.com/runnel/runnel/internal/tools"
 )
 
@@ -44,6 +45,9 @@ type gatedTool struct {
 	render json.RawMessage
 	// run executes the call; nil for a client tool, which the browser runs.
 	run func(ctx context.Context, c harness.Call) harness.ToolResult
+	// kind is how run runs it, for its span and metrics: callback,
+	// direct, mcp, builtin or code.
+	kind string
 }
 
 // gate is the run's harness.Dispatcher: every call passes the permission
@@ -69,6 +73,8 @@ type gate struct {
 	// holdsSecret reports whether a call's arguments hold a secret of the
 	// run; such a call is never parked (see pause).
 	holdsSecret func([]byte) bool
+	// obs traces and counts the calls the gate runs.
+	obs *telemetry.Run
 }
 
 // Dispatch decides one call. The order matters: a superseded call is
@@ -123,7 +129,12 @@ func (g *gate) verdict(t *gatedTool, c harness.Call, ref permission.CallRef, ver
 	case verdict == permission.VerdictPending:
 		return g.pause(runnel.InteractionApproval, c, nil)
 	}
-	return harness.Execute(func(ctx context.Context) harness.ToolResult { return t.run(ctx, c) })
+	return harness.Execute(func(ctx context.Context) harness.ToolResult {
+		ctx, span := g.obs.Tool(ctx, c.Name, c.ID, t.kind, c.Input)
+		r := t.run(ctx, c)
+		span.End(r.IsError, func() string { return string(r.Output) })
+		return r
+	})
 }
 
 // callRef is what the store matches a call's answer by: its id, name, key

@@ -29,6 +29,7 @@ func (m *Manager) connectMCP(ctx context.Context, p *plan, ws *sandbox.Workspace
 		ConnectTimeout: m.opts.MCPConnectTimeout,
 		Logger:         p.log,
 		Stdio:          stdioStarter(ws),
+		Propagate:      p.obs.Inject,
 	})
 	p.notices = append(p.notices, pool.Notices()...)
 	return pool
@@ -96,6 +97,7 @@ func mcpTools(g *gate, pool *mcp.Pool) []provider.Tool {
 			serverPermission: t.ServerPermission,
 			readOnly:         t.ReadOnly,
 			subject:          schemaSubject(t.InputSchema),
+			kind:             "mcp",
 			run: func(ctx context.Context, c harness.Call) harness.ToolResult {
 				return mcpResult(pool.Call(ctx, name, c.Input))
 			},

@@ -45,6 +45,9 @@ type mcpFixture struct {
 	live       int
 	changed    chan struct{}
 	badHeaders int
+	// traceparents are the traceparent headers of the requests that
+	// carried one.
+	traceparents []string
 }
 
 func newMCPFixture(t *testing.T) *mcpFixture {
@@ -77,6 +80,11 @@ func newMCPFixture(t *testing.T) *mcpFixture {
 		})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tp := r.Header.Get("Traceparent"); tp != "" {
+			f.mu.Lock()
+			f.traceparents = append(f.traceparents, tp)
+			f.mu.Unlock()
+		}
 		if r.Header.Get("X-Api-Key") != mcpHeaderValue {
 			f.mu.Lock()
 			f.badHeaders++

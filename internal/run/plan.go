@@ -23,6 +23,7 @@ import (
 	"github.com/runnel/runnel/internal/provider"
 	"github.com/runnel/runnel/internal/redact"
 	"github.com/runnel/runnel/internal/sandbox"
+	"github.com/runnel/runnel/internal/telemetry"
 	"github.com/runnel/runnel/internal/tools"
 )
 
@@ -72,9 +73,15 @@ type plan struct {
 	// request without one, so the platform can carry it into the next
 	// turn as a platform that reads it expects (Agenta's does).
 	sessionID string
-	// traceID is the W3C trace id of the caller's traceparent, or a fresh
-	// one: every result and done event names the run's trace.
+	// traceID is the run's trace: the caller's, when its traceparent is
+	// valid, or a fresh one. Every result and done event names it.
 	traceID string
+	// obs is the run's tracing and metrics; export is the run's own
+	// collector (telemetry.exporters.otlp) and capture whether content
+	// goes on spans.
+	obs     *telemetry.Run
+	export  *telemetry.Export
+	capture bool
 	// red removes the request's secrets from everything the run shows.
 	red *redact.Redactor
 	// log is the run's logger: run id, session, harness and model on every
@@ -95,19 +102,22 @@ func (m *Manager) plan(req *runnel.RunRequest, runID string) (*plan, error) {
 	if req == nil {
 		return nil, invalid("The request is empty.")
 	}
-	p := &plan{req: req, runID: runID, red: redact.New(append(secretValues(req), m.opts.ServerSecrets...)...),
-		sessionID: req.SessionID, traceID: traceID(req)}
+	export, capture, telSecrets, err := readTelemetry(req)
+	if err != nil {
+		return nil, err
+	}
+	secrets := append(append(secretValues(req), telSecrets...), m.opts.ServerSecrets...)
+	p := &plan{req: req, runID: runID, red: redact.New(secrets...), sessionID: req.SessionID,
+		export: export, capture: capture}
 	if p.sessionID == "" {
 		p.sessionID = "sess_" + randomHex(8)
-	}
-	if p.traceID == "" {
-		p.traceID = randomHex(16)
 	}
 	if err := m.checkHarness(p); err != nil {
 		return nil, err
 	}
+	// The trace id and span id join once the run's span starts.
 	p.log = slog.New(p.red.Handler(m.log.Handler())).With(
-		"run_id", p.runID, "session_id", p.sessionID, "trace_id", p.traceID, "harness", p.harness, "model", req.Model)
+		"run_id", p.runID, "session_id", p.sessionID, "harness", p.harness, "model", req.Model)
 	checks := []func(*plan) error{
 		checkMessages, m.checkSandbox, checkFiles, m.checkMCP, m.checkLimits,
 	}
@@ -400,6 +410,10 @@ func customTool(reg *tools.Registry, s runnel.ToolSpec) *gatedTool {
 	t.run = func(ctx context.Context, c harness.Call) harness.ToolResult {
 		return fromTools(reg.Execute(ctx, tools.Call{ID: c.ID, Name: c.Name, Input: c.Input}))
 	}
+	t.kind = "callback"
+	if s.Call != nil {
+		t.kind = "direct"
+	}
 	return t
 }
 
@@ -417,8 +431,8 @@ func schemaSubject(schema json.RawMessage) func(json.RawMessage) *string {
 // secretValues lists every value the request marks as secret: provider
 // keys, the callback authorization, endpoint and MCP headers, a stdio MCP
 // server's environment (where its keys go), the pieces of an MCP URL
-// that look like credentials (a key in its path or query), and the OTLP
-// exporter headers of telemetry.
+// that look like credentials (a key in its path or query). (The OTLP
+// exporter's headers come from readTelemetry.)
 func secretValues(req *runnel.RunRequest) []string {
 	out := credentialValues(req)
 	for _, v := range req.Secrets {
@@ -450,24 +464,5 @@ func secretValues(req *runnel.RunRequest) []string {
 			out = append(out, mcp.SecretURLParts(s.Connection.URL)...)
 		}
 	}
-	for _, v := range otlpHeaders(req) {
-		out = append(out, v)
-	}
 	return out
-}
-
-// otlpHeaders are the headers of the run's OTLP exporter, which carry the
-// platform's credential; nil when telemetry is absent or unreadable.
-func otlpHeaders(req *runnel.RunRequest) map[string]string {
-	var tel struct {
-		Exporters struct {
-			OTLP struct {
-				Headers map[string]string `json:"headers"`
-			} `json:"otlp"`
-		} `json:"exporters"`
-	}
-	if len(req.Telemetry) == 0 || json.Unmarshal(req.Telemetry, &tel) != nil {
-		return nil
-	}
-	return tel.Exporters.OTLP.Headers
 }

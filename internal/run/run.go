@@ -46,7 +46,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +57,7 @@ import (
 	"github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/provider"
 	"github.com/runnel/runnel/internal/sandbox"
+	"github.com/runnel/runnel/internal/telemetry"
 	"github.com/runnel/runnel/internal/tools"
 )
 
@@ -175,6 +175,9 @@ type Options struct {
 	// ACPTimeouts bound an ACP agent's start, session and silence; zero
 	// fields are acp's defaults.
 	ACPTimeouts acp.Timeouts
+	// Telemetry traces runs and counts them (internal/telemetry); nil is
+	// one that exports nothing and that no one scrapes.
+	Telemetry *telemetry.Telemetry
 	// ScriptLimiter bounds, for the whole process, the code-mode scripts
 	// still running after their run gave up on them (codemode.Limiter);
 	// nil means no bound.
@@ -186,6 +189,7 @@ type Options struct {
 type Manager struct {
 	opts Options
 	log  *slog.Logger
+	tel  *telemetry.Telemetry
 }
 
 // NewManager returns a Manager; opts may be nil.
@@ -226,6 +230,11 @@ func NewManager(opts *Options) *Manager {
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
+	m.tel = o.Telemetry
+	if m.tel == nil {
+		// Without an endpoint New cannot fail, and starts nothing.
+		m.tel, _ = telemetry.New(telemetry.Options{Logger: m.log})
+	}
 	return m
 }
 
@@ -256,25 +265,36 @@ func (m *Manager) Run(ctx context.Context, req *runnel.RunRequest, sink runnel.S
 	if err != nil {
 		return nil, err
 	}
+	ctx = m.startTrace(ctx, p)
+	var res *runnel.Result
 	if p.agent != nil {
-		return m.runACP(ctx, p, sink)
+		res, err = m.runACP(ctx, p, sink)
+	} else {
+		res, err = m.runNative(ctx, p, sink)
 	}
+	endTrace(p, res, err)
+	return res, err
+}
+
+// runNative runs a planned request on runnel's own loop.
+func (m *Manager) runNative(ctx context.Context, p *plan, sink runnel.Sink) (*runnel.Result, error) {
+	req := p.req
 	red, log := p.red, p.log
 	model, err := m.opts.NewModel(p.model.api, p.model.cfg)
 	if err != nil {
 		log.Error("model adapter", "err", err)
 		return nil, invalid("Model %q cannot be used: %s.", req.Model, red.String(err.Error()))
 	}
-	model = provider.WithPolicy(model, provider.Policy{
+	model = &tracedModel{next: provider.WithPolicy(model, provider.Policy{
 		Attempts:          m.opts.ProviderAttempts,
 		BaseBackoff:       m.opts.ProviderBackoff,
 		FirstTokenTimeout: m.opts.FirstTokenTimeout,
 		IdleTimeout:       p.idle,
-	})
+	}), obs: p.obs, model: p.model.id}
 	if sink == nil {
 		sink = runnel.Discard{}
 	}
-	rs := &runSink{next: sink, traceID: p.traceID}
+	rs := &runSink{next: sink, traceID: p.traceID, obs: p.obs}
 	sink = red.Sink(rs)
 
 	ws, closeWS, err := m.openWorkspace(p, false, notices(p, rs))
@@ -389,27 +409,15 @@ func (m *Manager) result(ctx, rctx context.Context, p *plan, out turnEnd, runErr
 	return res
 }
 
-// traceID is the W3C trace id of the caller's traceparent
-// ("00-<trace-id>-<parent-id>-<flags>"), so the platform can find the run
-// in its traces; empty when the request carries none or a malformed one.
-func traceID(req *runnel.RunRequest) string {
-	if req.Context == nil || req.Context.Propagation == nil {
-		return ""
-	}
-	parts := strings.Split(strings.TrimSpace(req.Context.Propagation.Traceparent), "-")
-	if len(parts) != 4 || len(parts[1]) != 32 || strings.Trim(parts[1], "0123456789abcdef") != "" || strings.Trim(parts[1], "0") == "" {
-		return ""
-	}
-	return parts[1]
-}
-
 // runSink is a run's way out: it puts the run's trace id on its done
-// event, where a platform reads it (DESIGN §3.4), and remembers that done has
+// event, where a platform reads it (DESIGN §3.4), traces each pause (both
+// harnesses ask through an interaction_request), and remembers that done has
 // passed, so that a late notice (the egress proxy refusing a process that
 // is still being ended) is logged instead of following done.
 type runSink struct {
 	next    runnel.Sink
 	traceID string
+	obs     *telemetry.Run
 	mu      sync.Mutex
 	done    bool
 }
@@ -417,9 +425,13 @@ type runSink struct {
 func (s *runSink) Emit(e runnel.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.Type == runnel.EventDone {
+	switch {
+	case e.Type == runnel.EventDone:
 		e.TraceID = s.traceID
 		s.done = true
+	case e.Type == runnel.EventInteractionRequest && e.Interaction != nil:
+		it := e.Interaction
+		s.obs.Pause(string(it.Kind), it.ToolName, it.ToolCallID, it.ID)
 	}
 	s.next.Emit(e)
 }

@@ -49,6 +49,11 @@ func (m *Manager) openWorkspace(p *plan, always bool, notice func(string)) (ws *
 		p.log.Error("workspace", "err", err)
 		return nil, closeWS, &runnel.Error{Code: runnel.CodeInternal, Err: err}
 	}
+	if is != nil {
+		p.obs.SandboxStarted("isolated")
+	} else {
+		p.obs.SandboxStarted("local")
+	}
 	steps := []struct {
 		what  string
 		write func() error
@@ -87,6 +92,7 @@ func (m *Manager) gate(p *plan, ws *sandbox.Workspace, pool *mcp.Pool) (*gate, [
 		now:         m.opts.Now,
 		ttl:         m.opts.InteractionTTL,
 		holdsSecret: p.red.Contains,
+		obs:         p.obs,
 	}
 	advert := append([]provider.Tool(nil), p.advert...)
 	advert = append(advert, mcpTools(g, pool)...)
@@ -101,6 +107,7 @@ func (m *Manager) gate(p *plan, ws *sandbox.Workspace, pool *mcp.Pool) (*gate, [
 			executor: permission.ExecutorHarness,
 			readOnly: &readOnly,
 			subject:  b.Subject,
+			kind:     "builtin",
 			run: func(ctx context.Context, c harness.Call) harness.ToolResult {
 				return fromTools(run(ctx, c.Input))
 			},

@@ -92,7 +92,8 @@ func internalMessage(requestID string) string {
 }
 
 // writeError answers r with err; internal errors are logged with the
-// request id the caller is shown.
+// request id the caller is shown. Every refusal, here or inside a stream,
+// passes logError, which counts it.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	id := requestIDOf(r)
 	status, body := ErrorResponse(err, id)
@@ -107,6 +108,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (s *Server) logError(r *http.Request, id string, err error) {
+	if s.opts.Refused != nil {
+		s.opts.Refused(string(runnel.ErrorCodeOf(err)))
+	}
 	if runnel.ErrorCodeOf(err) == runnel.CodeInternal {
 		s.log.ErrorContext(r.Context(), "internal error", slog.String("requestId", id), slog.Any("err", err))
 		return

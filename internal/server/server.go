@@ -87,6 +87,11 @@ type Options struct {
 	// Playground, when set, serves GET /playground/… (and / redirects
 	// there): runnel serve --playground.
 	Playground http.Handler
+	// Metrics serves GET /metrics behind the token (a separate listener,
+	// RUNNEL_METRICS_ADDR, serves it without one); nil answers 404.
+	Metrics http.Handler
+	// Refused counts a request refused (by error code); nil counts none.
+	Refused func(code string)
 }
 
 // Capabilities is the body of GET /v1/capabilities.
@@ -221,6 +226,13 @@ func New(runner Runner, opts *Options) *Server {
 	s.route(http.MethodGet, "/v1/profiles", s.authed(http.HandlerFunc(s.handleProfiles)))
 	s.route(http.MethodGet, "/subscription-status", s.authed(http.HandlerFunc(s.subscriptionStatus)))
 	s.route(http.MethodGet, "/openapi.json", http.HandlerFunc(s.openAPI))
+	metrics := o.Metrics
+	if metrics == nil {
+		metrics = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.writeError(w, r, &runnel.Error{Code: codeNotFound, Message: "this runnel keeps no metrics"})
+		})
+	}
+	s.route(http.MethodGet, "/metrics", s.authed(metrics))
 	if o.Playground != nil {
 		s.mux.Handle("GET /playground/", s.loopbackOnly(o.Playground))
 		s.mux.Handle("GET /{$}", http.RedirectHandler("/playground/", http.StatusFound))

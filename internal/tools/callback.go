@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/telemetry"
 )
 
 const (
@@ -188,6 +189,8 @@ func (c *callback) send(ctx context.Context, method, target string, body []byte,
 	if c.authorization != "" {
 		req.Header.Set("Authorization", c.authorization)
 	}
+	// The call's span (the run's trace) continues at the platform.
+	telemetry.Inject(ctx, req.Header)
 	resp, err := c.client.Do(req)
 	if err != nil {
 		var uerr *url.Error

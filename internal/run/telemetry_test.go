@@ -295,3 +295,41 @@ func TestTelemetryIsReadStrictly(t *testing.T) {
 		}
 	}
 }
+
+// TestASlowCollectorNeverHoldsARun: the run's collector takes the export
+// and does not answer; the run has already returned (its result is in
+// hand while the export is still blocked), and Close, bounded by its
+// context, gives up on it without leaking the worker.
+func TestASlowCollectorNeverHoldsARun(t *testing.T) {
+	got, release := make(chan struct{}, 1), make(chan struct{})
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case got <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer collector.Close()
+	defer close(release)
+	llm := llmtest.NewServer(llmtest.Script{Rules: []llmtest.Rule{{Reply: llmtest.Reply{Text: "hi"}}}})
+	defer llm.Close()
+	tel, err := telemetry.New(telemetry.Options{ExportTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := baseRequest(llm, APIOpenAIChat, "hi")
+	req.Telemetry = json.RawMessage(`{"exporters":{"otlp":{"endpoint":"` + collector.URL + `"}}}`)
+	res, err := NewManager(&Options{Telemetry: tel}).Run(context.Background(), req, nil)
+	if err != nil || res.Status != runnel.StatusCompleted {
+		t.Fatalf("%+v %v", res, err)
+	}
+	<-got // the export reached the collector after the run returned, and hangs there
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := tel.Close(ctx); err == nil {
+		t.Error("Close returned without error while an export still hung")
+	}
+}

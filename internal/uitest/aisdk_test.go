@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -78,12 +79,24 @@ func releaseOf(t *testing.T, alias string) struct{ alias, compat string } {
 // under its own id, and the part the person answered must take its result.
 func TestAISDKThroughAnACPAgent(t *testing.T) {
 	node, modules := nodeTools(t)
-	bin := filepath.Join(t.TempDir(), "fakeagent")
+	// Not under /tmp, nor in the checkout (which may be under /tmp): the
+	// demo runs the agent in the isolated sandbox where the host has it,
+	// and the sandbox gives the agent a /tmp of its own.
+	dir, err := os.MkdirTemp("/var/tmp", "runnel-uitest-acp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "fakeagent")
 	if out, err := exec.Command("go", "build", "-o", bin, "../harness/acp/fakeagent").CombinedOutput(); err != nil {
 		t.Fatalf("building the fake agent: %v\n%s", err, out)
 	}
-	scenario, err := filepath.Abs("testdata/acp-delete.json")
+	data, err := os.ReadFile("testdata/acp-delete.json")
 	if err != nil {
+		t.Fatal(err)
+	}
+	scenario := filepath.Join(dir, "scenario.json")
+	if err := os.WriteFile(scenario, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	demo := startDemo(t, fmt.Sprintf("RUNNEL_HARNESS_CLAUDE_COMMAND=/usr/bin/env FAKE_ACP_SCENARIO=%s %s", scenario, bin))

@@ -32,6 +32,9 @@ type StreamRequest struct {
 	// sends a copy, so one Header may serve concurrent requests.
 	Header http.Header
 	Body   []byte
+	// Parts, when set, is the body in pieces, sent in order without being
+	// joined: the earlier messages' cached encodings go out as they are.
+	Parts [][]byte
 	// Secret is removed from any message the server sends back; some
 	// servers echo the key they were given.
 	Secret string
@@ -60,8 +63,14 @@ func OpenStream(ctx context.Context, client *http.Client, r *StreamRequest) (*ht
 	// the body, a whole conversation, need not stay with it. GetBody (for
 	// a redirect or a retry on a stale connection) can rewind it only
 	// until Do returns.
-	held := &heldBody{b: r.Body}
-	req.ContentLength = int64(len(r.Body))
+	parts := r.Parts
+	if parts == nil {
+		parts = [][]byte{r.Body}
+	}
+	held := &heldBody{parts: parts}
+	for _, p := range parts {
+		req.ContentLength += int64(len(p))
+	}
 	req.Body, _ = held.open()
 	req.GetBody = held.open
 	res, err := client.Do(req)
@@ -92,23 +101,59 @@ func OpenStream(ctx context.Context, client *http.Client, r *StreamRequest) (*ht
 // Each reader lets go of the bytes when closed: the transport closes a
 // request body once it is written.
 type heldBody struct {
-	mu sync.Mutex
-	b  []byte
+	mu    sync.Mutex
+	parts [][]byte
 }
 
 func (h *heldBody) open() (io.ReadCloser, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.b == nil {
+	if h.parts == nil {
 		return nil, errors.New("the request body was already sent")
 	}
-	return &bodyReader{r: bytes.NewReader(h.b)}, nil
+	return &bodyReader{r: &partsReader{parts: h.parts}}, nil
 }
 
 func (h *heldBody) release() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.b = nil
+	h.parts = nil
+}
+
+// partsReader reads a body held in pieces.
+type partsReader struct {
+	parts [][]byte
+	i     int // the part being read
+	off   int // how much of it was read
+}
+
+func (r *partsReader) Read(p []byte) (int, error) {
+	for r.i < len(r.parts) {
+		rest := r.parts[r.i][r.off:]
+		if len(rest) == 0 {
+			r.i, r.off = r.i+1, 0
+			continue
+		}
+		n := copy(p, rest)
+		r.off += n
+		return n, nil
+	}
+	return 0, io.EOF
+}
+
+// WriteTo writes the parts one by one: a large part goes past the
+// transport's buffer in one write.
+func (r *partsReader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for ; r.i < len(r.parts); r.i, r.off = r.i+1, 0 {
+		n, err := w.Write(r.parts[r.i][r.off:])
+		total += int64(n)
+		r.off += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // bodyReader is a request body that drops its bytes when closed. The
@@ -117,10 +162,10 @@ func (h *heldBody) release() {
 // network.
 type bodyReader struct {
 	mu sync.Mutex
-	r  *bytes.Reader
+	r  *partsReader
 }
 
-func (b *bodyReader) reader() (*bytes.Reader, error) {
+func (b *bodyReader) reader() (*partsReader, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.r == nil {

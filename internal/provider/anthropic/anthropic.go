@@ -19,6 +19,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/provider"
@@ -38,6 +39,13 @@ type Messages struct {
 	header http.Header
 	client *http.Client
 	key    string
+
+	// mu guards what is kept across a run's steps: each message's blocks
+	// (conv, by position) and the conversation's encoding (history).
+	mu      sync.Mutex
+	conv    []converted
+	history provider.EncodedMessages
+	units   [][2]int // encode's, reused
 }
 
 // New returns a Messages API adapter. cfg.APIVersion, when set, is sent as
@@ -70,14 +78,12 @@ func (m *Messages) Stream(ctx context.Context, req *provider.Request, emit func(
 	if m.urlErr != nil {
 		return nil, &provider.Error{Message: api + ": " + m.urlErr.Error(), Err: m.urlErr}
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(body(req)); err != nil {
+	parts, err := m.encode(req)
+	if err != nil {
 		return nil, &provider.Error{Message: api + ": the request could not be encoded", Err: err}
 	}
 	res, err := provider.OpenStream(ctx, m.client, &provider.StreamRequest{
-		API: api, URL: m.url, Header: m.header, Body: buf.Bytes(), Secret: m.key,
+		API: api, URL: m.url, Header: m.header, Parts: parts, Secret: m.key,
 	})
 	if err != nil {
 		return nil, err
@@ -313,4 +319,89 @@ func toolInput(args string) json.RawMessage {
 	}
 	b, _ := json.Marshal(args) // a string always marshals
 	return b
+}
+
+// encode writes the request body, in parts: the bytes encoding/json
+// writes for body(req), with the conversation's encoding kept across the
+// run's steps (provider.EncodedMessages). The API merges consecutive
+// messages of a role, so the unit of encoding is such a run of messages;
+// a message that converts to no block (skipped) joins the unit it sits in,
+// as it does in messages.
+func (m *Messages) encode(req *provider.Request) ([][]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	msgs := req.Messages
+	keep := 0
+	for keep < len(m.conv) && keep < len(msgs) && m.conv[keep].key == provider.KeyOf(msgs[keep]) {
+		keep++
+	}
+	m.conv = m.conv[:keep]
+	for _, msg := range msgs[keep:] {
+		m.conv = append(m.conv, convert(msg))
+	}
+	units := m.units[:0] // [start, end) of each unit's messages
+	defer func() { m.units = units }()
+	role := ""
+	for i, c := range m.conv {
+		switch {
+		case len(units) == 0:
+			units = append(units, [2]int{i, i + 1})
+		case len(c.blocks) > 0 && role != "" && c.role != role:
+			units = append(units, [2]int{i, i + 1})
+		default:
+			units[len(units)-1][1] = i + 1
+		}
+		if len(c.blocks) > 0 {
+			role = c.role
+		}
+	}
+	joined, err := m.history.JoinUnits(len(units), func(i int) []runnel.Message { return msgs[units[i][0]:units[i][1]] },
+		func(i int) ([]byte, error) { return m.encodeUnit(units[i][0], units[i][1]) })
+	if err != nil {
+		return nil, err
+	}
+	maxTokens := req.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = defaultMaxTokens
+	}
+	head, err := provider.AppendJSON([]byte(`{"max_tokens":`), maxTokens)
+	if err != nil {
+		return nil, err
+	}
+	head = append(head, `,"messages":[`...)
+	whole := body(&provider.Request{Model: req.Model, System: systemText(req), Tools: req.Tools})
+	rest, err := provider.AppendJSON([]byte("]"), tail{Model: whole.Model, System: whole.System, Tools: whole.Tools, Stream: whole.Stream})
+	if err != nil {
+		return nil, err
+	}
+	rest[1] = ',' // the tail always has a model and stream
+	return [][]byte{head, joined, append(rest, '\n')}, nil
+}
+
+// tail is the request's fields after its messages, in their order.
+type tail struct {
+	Model  string         `json:"model"`
+	System []contentBlock `json:"system,omitempty"`
+	Tools  []tool         `json:"tools,omitempty"`
+	Stream bool           `json:"stream"`
+}
+
+// encodeUnit encodes the messages start to end, which the API takes as
+// one message; nothing when none of them has a block.
+func (m *Messages) encodeUnit(start, end int) ([]byte, error) {
+	var content []contentBlock
+	role := ""
+	for _, c := range m.conv[start:end] {
+		if len(c.blocks) > 0 {
+			content = append(content, c.blocks...) // a copy: the cached blocks stay as they are
+			role = c.role
+		}
+	}
+	if len(content) == 0 {
+		return nil, nil
+	}
+	if role == "user" && end-start > 1 {
+		resultsFirst(content)
+	}
+	return provider.AppendJSON(nil, message{Content: content, Role: role})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/runnel/runnel"
@@ -21,15 +22,27 @@ const toolAnswer = "event: message_start\ndata: {\"type\":\"message_start\",\"me
 	"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":5}}\n\n" +
 	"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
 
-// BenchmarkStream measures one model call with a history of 0, 10, 20 and
-// 40 earlier tool steps (bench/steploop's loop).
+// BenchmarkStream measures one model call with a history of 0 to 200
+// earlier tool steps (bench/steploop's loop), and of 20 after 400 KiB of
+// replayed conversation. The adapter keeps the conversation's encoding
+// across calls, as across a run's steps.
 func BenchmarkStream(b *testing.B) {
 	m := anthropic.New(provider.Config{BaseURL: "http://model.invalid", APIKey: testKey,
 		HTTPClient: &http.Client{Transport: providertest.CannedTransport(toolAnswer)}})
-	for _, steps := range []int{0, 10, 20, 40} {
-		b.Run(fmt.Sprintf("history=%d", steps), func(b *testing.B) {
-			msgs := []runnel.Message{runnel.UserText("Call echo until told to stop.")}
-			for i := range steps {
+	for _, c := range []struct{ steps, extra int }{{0, 0}, {10, 0}, {20, 0}, {40, 0}, {200, 0}, {20, 400 << 10}} {
+		name := fmt.Sprintf("history=%d", c.steps)
+		if c.extra > 0 {
+			name += fmt.Sprintf("+%dKiB", c.extra>>10)
+		}
+		b.Run(name, func(b *testing.B) {
+			var msgs []runnel.Message
+			line := strings.Repeat("Some earlier words, \"quoted\" <and> escaped. ", 45)
+			for size := 0; size < c.extra; size += 2 * len(line) {
+				msgs = append(msgs, runnel.UserText(line),
+					runnel.Message{Role: runnel.RoleAssistant, Content: []runnel.Block{{Type: runnel.BlockText, Text: line}}})
+			}
+			msgs = append(msgs, runnel.UserText("Call echo until told to stop."))
+			for i := range c.steps {
 				id := fmt.Sprintf("toolu_%d", i)
 				msgs = append(msgs,
 					runnel.Message{Role: runnel.RoleAssistant, Content: []runnel.Block{

@@ -65,20 +65,7 @@ func body(req *provider.Request) *request {
 		maxTokens = defaultMaxTokens
 	}
 	b := &request{Model: req.Model, MaxTokens: maxTokens, Stream: true}
-	system := req.System
-	for _, m := range req.Messages {
-		if m.Role == runnel.RoleSystem {
-			// Normally folded into req.System already; the API has no
-			// system role, so fold any that are left.
-			if t := m.Text(); t != "" {
-				if system != "" {
-					system += "\n\n"
-				}
-				system += t
-			}
-		}
-	}
-	if system != "" {
+	if system := systemText(req); system != "" {
 		b.System = []contentBlock{{Type: "text", Text: system}}
 	}
 	b.Messages = messages(req.Messages)
@@ -89,6 +76,53 @@ func body(req *provider.Request) *request {
 		}
 	}
 	return b
+}
+
+// systemText is the system prompt with any system messages folded in:
+// normally they are folded into req.System already, and the API has no
+// system role.
+func systemText(req *provider.Request) string {
+	system := req.System
+	for _, m := range req.Messages {
+		if m.Role == runnel.RoleSystem {
+			if t := m.Text(); t != "" {
+				if system != "" {
+					system += "\n\n"
+				}
+				system += t
+			}
+		}
+	}
+	return system
+}
+
+// apiRole is the API role a message goes under, "" for none.
+func apiRole(m runnel.Message) string {
+	switch m.Role {
+	case runnel.RoleAssistant:
+		return "assistant"
+	case runnel.RoleUser, runnel.RoleTool:
+		return "user"
+	}
+	return ""
+}
+
+// converted is one message's blocks, for the cache.
+type converted struct {
+	key    provider.MessageKey
+	role   string
+	blocks []contentBlock
+}
+
+func convert(m runnel.Message) converted {
+	c := converted{key: provider.KeyOf(m), role: apiRole(m)}
+	switch c.role {
+	case "assistant":
+		c.blocks = assistantBlocks(m.Content)
+	case "user":
+		c.blocks = userBlocks(m.Content)
+	}
+	return c
 }
 
 // messages converts the conversation. tool messages become user messages;

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/runnel/runnel"
@@ -49,14 +50,38 @@ func toolLoopRequest(steps int) *provider.Request {
 	}}}
 }
 
-// benchStream measures one model call with a history of 0, 10, 20 and 40
-// earlier tool steps; the cost of encoding the history grows with it.
+// replayed is n bytes of an earlier conversation, as a platform replays
+// it: turns of a user question and an assistant answer of about 2 KiB.
+func replayed(n int) []runnel.Message {
+	var msgs []runnel.Message
+	line := strings.Repeat("Some earlier words, \"quoted\" <and> escaped. ", 45)
+	for size := 0; size < n; size += 2 * len(line) {
+		msgs = append(msgs, runnel.UserText(line),
+			runnel.Message{Role: runnel.RoleAssistant, Content: []runnel.Block{{Type: runnel.BlockText, Text: line}}})
+	}
+	return msgs
+}
+
+// benchStream measures one model call with a history of 0 to 200 earlier
+// tool steps, and of 20 after 400 KiB of replayed conversation. The
+// adapter keeps each message's encoding across calls, as it does across
+// a run's steps, so the cost should barely grow with the history.
 func benchStream(b *testing.B, answer string, newModel func(provider.Config) provider.Model) {
 	m := newModel(provider.Config{BaseURL: "http://model.invalid/v1", APIKey: testKey,
 		HTTPClient: &http.Client{Transport: providertest.CannedTransport(answer)}})
-	for _, steps := range []int{0, 10, 20, 40} {
-		b.Run(fmt.Sprintf("history=%d", steps), func(b *testing.B) {
-			req := toolLoopRequest(steps)
+	for _, c := range []struct {
+		steps int
+		extra int // bytes of earlier conversation replayed before the loop
+	}{{0, 0}, {10, 0}, {20, 0}, {40, 0}, {200, 0}, {20, 400 << 10}} {
+		name := fmt.Sprintf("history=%d", c.steps)
+		if c.extra > 0 {
+			name += fmt.Sprintf("+%dKiB", c.extra>>10)
+		}
+		b.Run(name, func(b *testing.B) {
+			req := toolLoopRequest(c.steps)
+			if c.extra > 0 {
+				req.Messages = append(replayed(c.extra), req.Messages...)
+			}
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"strings"
+	"sync"
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/provider"
@@ -16,6 +17,10 @@ const chatAPI = "openai chat completions"
 // Chat streams from the Chat Completions API. It is safe for concurrent use.
 type Chat struct {
 	ep endpoint
+	// history keeps the messages' encodings across a run's steps; mu
+	// guards it.
+	mu      sync.Mutex
+	history provider.EncodedMessages
 	// maxCompletion sends max_completion_tokens, which OpenAI's reasoning
 	// models require; compatible servers know only max_tokens.
 	maxCompletion bool
@@ -33,7 +38,11 @@ func NewChat(cfg provider.Config) *Chat {
 
 // Stream implements provider.Model.
 func (c *Chat) Stream(ctx context.Context, req *provider.Request, emit func(provider.Chunk)) (*provider.Response, error) {
-	res, err := c.ep.open(ctx, c.body(req))
+	body, err := c.encode(req)
+	if err != nil {
+		return nil, &provider.Error{Message: chatAPI + ": the request could not be encoded", Err: err}
+	}
+	res, err := c.ep.post(ctx, body)
 	if err != nil {
 		return nil, err
 	}
@@ -57,8 +66,8 @@ func (c *Chat) Stream(ctx context.Context, req *provider.Request, emit func(prov
 
 // chatRequest is the request body: only the fields runnel sends.
 type chatRequest struct {
-	Model               string            `json:"model"`
-	Messages            []chatMessage     `json:"messages"`
+	Model               string            `json:"model,omitempty"`
+	Messages            []chatMessage     `json:"messages,omitempty"`
 	Tools               []chatTool        `json:"tools,omitempty"`
 	Stream              bool              `json:"stream"`
 	StreamOptions       chatStreamOptions `json:"stream_options"`
@@ -117,6 +126,27 @@ type chatToolCall struct {
 type chatCallFunction struct {
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
+}
+
+// encode writes the request body: the bytes encoding/json writes for
+// body(req), with each message's part taken from the run's cache.
+func (c *Chat) encode(req *provider.Request) ([][]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tail := c.body(&provider.Request{Tools: req.Tools, MaxTokens: req.MaxTokens})
+	tail.Messages = nil
+	joined, err := c.history.Join(req.Messages, func(m runnel.Message) ([]byte, error) {
+		return appendEach(nil, chatMessages("", []runnel.Message{m}))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return assemble(req.Model, "messages", tail, func(dst []byte) ([]byte, error) {
+		if req.System != "" {
+			return provider.AppendJSON(dst, chatMessage{Role: "system", Content: req.System})
+		}
+		return dst, nil
+	}, joined)
 }
 
 func (c *Chat) body(req *provider.Request) *chatRequest {

@@ -69,20 +69,59 @@ func newEndpoint(api, path string, cfg provider.Config) endpoint {
 	return endpoint{api: api, url: u, urlErr: err, header: h, client: provider.SameOriginClient(cfg.HTTPClient), key: cfg.APIKey}
 }
 
-// open posts body and returns the event stream.
-func (e *endpoint) open(ctx context.Context, body any) (*http.Response, error) {
+// post posts an encoded body, in parts, and returns the event stream.
+func (e *endpoint) post(ctx context.Context, body [][]byte) (*http.Response, error) {
 	if e.urlErr != nil {
 		return nil, &provider.Error{Message: e.api + ": " + e.urlErr.Error(), Err: e.urlErr}
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(body); err != nil {
-		return nil, &provider.Error{Message: e.api + ": the request could not be encoded", Err: err}
-	}
 	return provider.OpenStream(ctx, e.client, &provider.StreamRequest{
-		API: e.api, URL: e.url, Header: e.header, Body: buf.Bytes(), Secret: e.key,
+		API: e.api, URL: e.url, Header: e.header, Parts: body, Secret: e.key,
 	})
+}
+
+// assemble writes a request body as encoding/json writes its struct:
+// {"model":…,"<list>":[lead, the messages' items], then tail's fields}
+// and a newline, in parts: joined (the run's cached encoding of the
+// messages) is sent as it is, never copied. tail is the struct with model
+// and the list left out (both omitempty and zero there), so its fields
+// keep their order.
+func assemble(model, list string, tail any, lead func([]byte) ([]byte, error), joined []byte) ([][]byte, error) {
+	head, err := provider.AppendJSON([]byte(`{"model":`), model)
+	if err != nil {
+		return nil, err
+	}
+	head = append(head, `,"`+list+`":[`...)
+	n := len(head)
+	if head, err = lead(head); err != nil {
+		return nil, err
+	}
+	if len(head) > n && len(joined) > 0 {
+		head = append(head, ',')
+	}
+	rest, err := provider.AppendJSON([]byte("]"), tail)
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) > 3 { // ] and more than {}
+		rest[1] = ','
+	} else {
+		rest = append(rest[:1], '}')
+	}
+	return [][]byte{head, joined, append(rest, '\n')}, nil
+}
+
+// appendEach appends the JSON of each item, comma-separated.
+func appendEach[T any](dst []byte, items []T) ([]byte, error) {
+	for i, it := range items {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		var err error
+		if dst, err = provider.AppendJSON(dst, it); err != nil {
+			return nil, err
+		}
+	}
+	return dst, nil
 }
 
 // streamEnd is the error for a stream that stopped before its

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/provider"
@@ -19,6 +20,10 @@ const responsesAPI = "openai responses"
 // keeps nothing on the provider's side. It is safe for concurrent use.
 type Responses struct {
 	ep endpoint
+	// history keeps the messages' encodings across a run's steps; mu
+	// guards it.
+	mu      sync.Mutex
+	history provider.EncodedMessages
 }
 
 // NewResponses returns a Responses API adapter.
@@ -28,7 +33,11 @@ func NewResponses(cfg provider.Config) *Responses {
 
 // Stream implements provider.Model.
 func (r *Responses) Stream(ctx context.Context, req *provider.Request, emit func(provider.Chunk)) (*provider.Response, error) {
-	res, err := r.ep.open(ctx, responsesBody(req))
+	body, err := r.encode(req)
+	if err != nil {
+		return nil, &provider.Error{Message: responsesAPI + ": the request could not be encoded", Err: err}
+	}
+	res, err := r.ep.post(ctx, body)
 	if err != nil {
 		return nil, err
 	}
@@ -60,8 +69,8 @@ func (r *Responses) Stream(ctx context.Context, req *provider.Request, emit func
 
 // responsesRequest is the request body: only the fields runnel sends.
 type responsesRequest struct {
-	Model           string          `json:"model"`
-	Input           []respInputItem `json:"input"`
+	Model           string          `json:"model,omitempty"`
+	Input           []respInputItem `json:"input,omitempty"`
 	Instructions    string          `json:"instructions,omitempty"`
 	MaxOutputTokens int             `json:"max_output_tokens,omitempty"`
 	Store           bool            `json:"store"`
@@ -101,6 +110,23 @@ type respPart struct {
 	ImageURL string `json:"image_url,omitempty"`
 	Text     string `json:"text,omitempty"`
 	Type     string `json:"type"`
+}
+
+// encode writes the request body: the bytes encoding/json writes for
+// responsesBody(req), with each message's items taken from the run's
+// cache.
+func (r *Responses) encode(req *provider.Request) ([][]byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	tail := responsesBody(&provider.Request{System: req.System, Tools: req.Tools, MaxTokens: req.MaxTokens})
+	tail.Input = nil
+	joined, err := r.history.Join(req.Messages, func(m runnel.Message) ([]byte, error) {
+		return appendEach(nil, responsesInput([]runnel.Message{m}))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return assemble(req.Model, "input", tail, func(dst []byte) ([]byte, error) { return dst, nil }, joined)
 }
 
 func responsesBody(req *provider.Request) *responsesRequest {

@@ -32,6 +32,8 @@ func TestMetricsAfterRunsOfEachOutcome(t *testing.T) {
 			{ID: "c2", Name: "delete_file", Arguments: json.RawMessage(`{"path":"q3.docx"}`)}}}},
 		{When: llmtest.Match{LastUserContains: "fail"}, Reply: llmtest.Reply{Text: "Partial answer that breaks"},
 			Fault: &llmtest.Fault{Kind: llmtest.FaultCut, AfterChunks: 2}},
+		{When: llmtest.Match{LastUserContains: "wait"}, Reply: llmtest.Reply{Text: "never"},
+			Fault: &llmtest.Fault{Kind: llmtest.FaultHang}},
 	}})
 	defer llm.Close()
 	callback := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -85,6 +87,38 @@ func TestMetricsAfterRunsOfEachOutcome(t *testing.T) {
 	} {
 		if code, body := do(http.MethodPost, url+"/run", token, c.body); !strings.Contains(body, c.status) {
 			t.Fatalf("run: %d %s, want %s", code, body, c.status)
+		}
+	}
+	// A run the platform cancels (POST /kill) while the model hangs.
+	cancelled := make(chan string, 1)
+	go func() {
+		_, body := do(http.MethodPost, url+"/run", token, strings.Replace(native("please wait"), `"messages"`, `"sessionId":"sess-kill","messages"`, 1))
+		cancelled <- body
+	}()
+	// Killed once its model call is under way, so the call is cut too.
+	modelCalled := func() bool {
+		for _, r := range llm.Requests() {
+			if strings.Contains(string(r.Body), "please wait") {
+				return true
+			}
+		}
+		return false
+	}
+	for !modelCalled() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, out := do(http.MethodPost, url+"/kill", token, `{"sessionId":"sess-kill"}`); !strings.Contains(out, `"killed":1`) {
+		t.Fatalf("POST /kill: %s", out)
+	}
+	if body := <-cancelled; !strings.Contains(body, `"status":"cancelled"`) {
+		t.Fatalf("the killed run answered %s", body)
+	}
+	// The server answers a killed run's client at once; the run itself
+	// ends (and is counted) a moment later.
+	for {
+		_, text := do(http.MethodGet, url+"/metrics", token, "")
+		if strings.Contains(text, "\nrunnel_active_runs 0\n") && strings.Contains(text, `status="cancelled"} 1`) {
+			break
 		}
 	}
 	if code, _ := do(http.MethodPost, url+"/run", token, `{"model":"openai/gpt-test","messages":[]}`); code != http.StatusBadRequest {
@@ -148,12 +182,14 @@ func checkMetrics(t *testing.T, text string) {
 		`runnel_runs_total{harness="native",status="completed"}`:                 1,
 		`runnel_runs_total{harness="native",status="paused"}`:                    1,
 		`runnel_runs_total{harness="native",status="failed"}`:                    1,
+		`runnel_runs_total{harness="native",status="cancelled"}`:                 1,
 		`runnel_runs_total{harness="claude",status="completed"}`:                 1,
 		`runnel_run_duration_seconds_count{harness="native",status="completed"}`: 1,
 		`runnel_active_runs`:                        0,
 		`runnel_pauses_total{kind="user_approval"}`: 1,
-		`runnel_model_call_duration_seconds_count{outcome="ok",provider="openai"}`:    3,
-		`runnel_model_call_duration_seconds_count{outcome="error",provider="openai"}`: 1,
+		`runnel_model_call_duration_seconds_count{outcome="ok",provider="openai"}`: 3,
+		// The cut stream and the call the kill cancelled.
+		`runnel_model_call_duration_seconds_count{outcome="error",provider="openai"}`: 2,
 		`runnel_tool_call_duration_seconds_count{kind="callback",outcome="ok"}`:       1,
 		`runnel_agent_process_starts_total{agent="claude"}`:                           1,
 		`runnel_refusals_total{code="invalid_request"}`:                               1,
@@ -162,7 +198,7 @@ func checkMetrics(t *testing.T, text string) {
 		`runnel_model_time_to_first_token_seconds_bucket{provider="openai",le="+Inf"}`:           4,
 		`runnel_run_duration_seconds_bucket{harness="native",status="paused",le="+Inf"}`:         1,
 		`runnel_tool_call_duration_seconds_bucket{kind="callback",outcome="ok",le="+Inf"}`:       1,
-		`runnel_model_call_duration_seconds_bucket{outcome="error",provider="openai",le="+Inf"}`: 1,
+		`runnel_model_call_duration_seconds_bucket{outcome="error",provider="openai",le="+Inf"}`: 2,
 	}
 	for series, want := range exactly {
 		if got, ok := value(series); !ok || got != want {

@@ -1,0 +1,11 @@
+package strictjson
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's tests if any of them leaves a goroutine
+// running.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

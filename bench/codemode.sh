@@ -6,6 +6,7 @@
 #   bash bench/codemode.sh            # 3 rounds of 2 s per contestant and script
 #   ROUNDS=5 BENCHTIME=3 bash bench/codemode.sh
 #   NODE=/path/to/node bash bench/codemode.sh
+#   CODEMODE_TEST=/tmp/codemode.test bash bench/codemode.sh   # a test binary built beforehand
 #
 # Both sides answer tool calls at once with the same payload (no network), so
 # both measure sandbox creation plus call plumbing. Prints each round's mean
@@ -25,7 +26,13 @@ fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-go test -c -o "$out/codemode.test" ./internal/codemode
+# CODEMODE_TEST names a test binary built beforehand (bench/all.sh builds
+# everything before it measures anything).
+if [ -n "${CODEMODE_TEST:-}" ]; then
+	cp "$CODEMODE_TEST" "$out/codemode.test"
+else
+	go test -c -o "$out/codemode.test" ./internal/codemode
+fi
 echo "go: $(go version | cut -d' ' -f3-)  node: $("$node" --version)  cpus: $(nproc)"
 
 # results holds one line per measurement: round contestant script ns/op.

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Benchmark 1 (docs/benchmarks.md): per-step overhead of a 20-step tool loop,
-# runnel against the Vercel AI SDK, in one invocation. Extra arguments go to
-# the Go driver (go run ./bench/steploop -h lists them).
+# runnel against the Vercel AI SDK (streamText and generateText), in one
+# invocation. Extra arguments go to the Go driver (go run ./bench/steploop -h
+# lists them), e.g.
+#   bash bench/steploop.sh -steps 200 -warmup 2 -rounds 4 -runs 4
+#   bash bench/steploop.sh -history-kb 400 -warmup 3 -rounds 4 -runs 5
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

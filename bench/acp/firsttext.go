@@ -124,7 +124,10 @@ func runFirstText(ctx context.Context, cfg config, tmp string) ([]firstTextRow, 
 	if err != nil {
 		return nil, err
 	}
-	llm := llmtest.NewServer(helloScript())
+	llm, err := benchkit.ServeModel(helloScript()) // records no request
+	if err != nil {
+		return nil, err
+	}
 	defer llm.Close()
 	// The local sandbox, as this benchmark has always measured: the
 	// isolated one has a benchmark of its own (isolated.go).

@@ -8,7 +8,6 @@ import (
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/bench/internal/benchkit"
-	"github.com/runnel/runnel/internal/llmtest"
 )
 
 // namedTurn is a servedTurn under a name of its own.
@@ -49,7 +48,10 @@ func runIsolated(ctx context.Context, cfg config, tmp string) ([]isolatedRow, er
 	if err != nil || len(cases) == 0 {
 		return nil, err
 	}
-	llm := llmtest.NewServer(helloScript())
+	llm, err := benchkit.ServeModel(helloScript()) // records no request
+	if err != nil {
+		return nil, err
+	}
 	defer llm.Close()
 	srv, err := startAgentRunnel(ctx, cfg.runnelBin, cfg.agentsDir, tmp, []string{"RUNNEL_ALLOW_LOCAL_SANDBOX=true"}, true)
 	if err != nil {

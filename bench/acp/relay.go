@@ -62,7 +62,7 @@ func relayCall(ctx context.Context, dir, tool, id string, args json.RawMessage, 
 	if err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(reqPath, raw, 0o644); err != nil {
+	if err := writeWhole(reqPath, raw); err != nil {
 		return "", fmt.Errorf("write the relay request: %w", err)
 	}
 	deadline := time.Now().Add(relayTimeout)
@@ -155,8 +155,20 @@ func (r *relayRunner) handle(reqName string) {
 	raw, err := json.Marshal(res)
 	if err == nil {
 		// A failed write leaves the sandbox side to time out, as in Agenta.
-		_ = os.WriteFile(filepath.Join(r.dir, id+relayResSuffix), raw, 0o644)
+		_ = writeWhole(filepath.Join(r.dir, id+relayResSuffix), raw)
 	}
+}
+
+// writeWhole writes a relay file so that the other side, polling, never
+// reads it half written: under another name first, then renamed. A plain
+// write let the runner read an empty request now and then ("unexpected end
+// of JSON input"), which failed the call.
+func writeWhole(path string, raw []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, raw, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // call reads one request file and POSTs runnel's (and Agenta's) callback

@@ -4,17 +4,23 @@
 // the callback server and then talks to this process over stdin/stdout, one
 // JSON line each way, so Node starts (and its JIT warms up) once:
 //
-//	node steploop.mjs --model http://127.0.0.1:P/v1 --callback http://127.0.0.1:Q/tools/call --steps 20 --key K
-//	stdin:  {"runs": 20}               (or {"runs": 20, "mode": "floor"}: a bare fetch loop)
+//	node steploop.mjs --model http://127.0.0.1:P/v1 --callback http://127.0.0.1:Q/tools/call --steps 20 --key K [--history FILE]
+//	stdin:  {"runs": 20, "mode": "streamText"}   (or "generateText", or "floor": a bare fetch loop)
 //	stdout: {"ms": [12.3, ...], "cpuMs": 210.5, "steps": 21, "toolCalls": 20}
 //
-// Each run is one streamText call with the `echo` tool, whose execute POSTs
-// runnel's callback envelope (DESIGN §4.2) to the same callback server runnel
-// uses, and stopWhen: stepCountIs(steps + 1) so the loop is ended by the
-// model's text answer, as runnel's is.
+// Each run is one streamText (or generateText) call with the `echo` tool,
+// whose execute POSTs runnel's callback envelope (DESIGN §4.2) to the same
+// callback server runnel uses, and stopWhen: stepCountIs(steps + 1) so the
+// loop is ended by the model's text answer, as runnel's is. generateText
+// asks the model for whole (not streamed) replies: that is what it does.
+//
+// --history FILE is a replayed conversation that comes before the prompt
+// in every run, written by the Go driver in both forms the script needs:
+// {"chat": [Chat Completions messages], "model": [AI SDK ModelMessages]}.
+import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
-import { jsonSchema, stepCountIs, streamText, tool } from "ai";
+import { generateText, jsonSchema, stepCountIs, streamText, tool } from "ai";
 import { createOpenAI } from "@ai-sdk/openai";
 
 const { values: args } = parseArgs({
@@ -23,13 +29,18 @@ const { values: args } = parseArgs({
     callback: { type: "string" },
     steps: { type: "string", default: "20" },
     key: { type: "string", default: "x" },
+    history: { type: "string" },
   },
 });
 if (!args.model || !args.callback) {
-  console.error("usage: steploop.mjs --model BASE_URL --callback URL [--steps N]");
+  console.error("usage: steploop.mjs --model BASE_URL --callback URL [--steps N] [--history FILE]");
   process.exit(2);
 }
 const toolSteps = Number(args.steps);
+const history = args.history
+  ? JSON.parse(readFileSync(args.history, "utf8"))
+  : { chat: [], model: [] };
+const prompt = { role: "user", content: "Call echo until told to stop." };
 
 const openai = createOpenAI({ baseURL: args.model, apiKey: args.key });
 const model = openai.chat("bench-model");
@@ -59,19 +70,36 @@ const echo = tool({
   },
 });
 
-// oneRun runs one agent turn and checks it did what runnel's does.
-async function oneRun() {
-  const result = streamText({
+// The options of every SDK turn. The messages are a new array each turn,
+// as an app builds one from its stored conversation.
+function turnOptions() {
+  return {
     model,
     tools: { echo },
-    messages: [{ role: "user", content: "Call echo until told to stop." }],
+    messages: [...history.model, prompt],
     stopWhen: stepCountIs(toolSteps + 1),
     maxRetries: 0,
-  });
+  };
+}
+
+// streamRun runs one agent turn with streamText and checks it did what
+// runnel's does.
+async function streamRun() {
+  const result = streamText(turnOptions());
   // A minimal consumer: read every part, as an app piping the stream would.
   let parts = 0;
   for await (const _part of result.fullStream) parts++;
   const [steps, text] = await Promise.all([result.steps, result.text]);
+  return check(steps, text, parts);
+}
+
+// generateRun is the same turn with generateText.
+async function generateRun() {
+  const result = await generateText(turnOptions());
+  return check(result.steps, result.text, 0);
+}
+
+function check(steps, text, parts) {
   const toolCalls = steps.reduce((n, s) => n + s.toolResults.length, 0);
   if (steps.length !== toolSteps + 1 || toolCalls !== toolSteps || text !== "done") {
     throw new Error(
@@ -88,7 +116,7 @@ async function floorRun() {
     type: "function",
     function: { name: "echo", description: "Echo n back.", parameters: echo.inputSchema.jsonSchema },
   }];
-  const messages = [{ role: "user", content: "Call echo until told to stop." }];
+  const messages = [...history.chat, prompt];
   for (let step = 0; ; step++) {
     const res = await fetch(`${args.model}/chat/completions`, {
       method: "POST",
@@ -124,7 +152,8 @@ const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
 for await (const line of lines) {
   if (line.trim() === "") continue;
   const { runs, mode } = JSON.parse(line);
-  const one = mode === "floor" ? floorRun : oneRun;
+  const one = { floor: floorRun, generateText: generateRun, streamText: streamRun, sdk: streamRun }[mode ?? "sdk"];
+  if (!one) throw new Error(`unknown mode ${mode}`);
   const ms = [];
   let last;
   const cpu0 = process.cpuUsage();

@@ -88,8 +88,12 @@ func (c *client) quickRun(ctx context.Context) error {
 }
 
 // openStreams opens n streaming runs at once and returns when every one has
-// received its first NDJSON record. The streams stay open, read to the
-// end, until ctx is cancelled; wait waits for them to be gone.
+// received a healthy first record (firstRecord), or with an error that
+// counts the runs that failed when any did: a run that failed holds no
+// memory of an open run, and a figure measured over failures would be
+// wrong. The streams stay open, read to the end, until ctx is cancelled;
+// wait waits for them to be gone and reports a run that ended or failed
+// before then.
 func (c *client) openStreams(ctx context.Context, n int) (wait func() error, err error) {
 	first := make(chan error, n)
 	errs := make(chan error, n)
@@ -108,27 +112,46 @@ func (c *client) openStreams(ctx context.Context, n int) (wait func() error, err
 				all = append(all, err)
 			}
 		}
-		return errors.Join(all...)
+		if len(all) > 0 {
+			return fmt.Errorf("%d of %d runs failed or ended early; the first: %w", len(all), n, all[0])
+		}
+		return nil
 	}
 	deadline := time.NewTimer(firstEventDeadline)
 	defer deadline.Stop()
-	for got := 0; got < n; got++ {
+	failed, ok := 0, 0
+	var firstFailure error
+	for failed+ok < n {
 		select {
 		case err := <-first:
-			if err != nil {
-				return wait, fmt.Errorf("stream %d of %d: %w", got+1, n, err)
+			if err == nil {
+				ok++
+				continue
+			}
+			if failed++; firstFailure == nil {
+				firstFailure = err
 			}
 		case <-deadline.C:
-			return wait, fmt.Errorf("only %d of %d streams had their first event after %s", got, n, firstEventDeadline)
+			return wait, fmt.Errorf("after %s, %d of %d runs had a healthy first event, %d had failed (%v)",
+				firstEventDeadline, ok, n, failed, firstFailure)
 		case <-ctx.Done():
 			return wait, ctx.Err()
 		}
 	}
+	if failed > 0 {
+		return wait, fmt.Errorf("%d of %d runs failed instead of streaming; the first: %w", failed, n, firstFailure)
+	}
 	return wait, nil
 }
 
-// stream runs one streaming request: it reports its first record (or its
-// failure) on first, then reads until the stream ends or ctx is cancelled.
+// errEndedEarly is a run that ended before the load was cancelled: the
+// measurement assumes every run is still open.
+var errEndedEarly = errors.New("the run ended before the measurement")
+
+// stream runs one streaming request: it reports on first whether its first
+// record is a healthy one (or the request's failure), then reads until ctx
+// is cancelled. A run whose stream ends, or that reports an error, before
+// then is a failure.
 func (c *client) stream(ctx context.Context, first chan<- error) error {
 	resp, err := c.post(ctx, "stream slowly")
 	if err != nil {
@@ -140,24 +163,90 @@ func (c *client) stream(ctx context.Context, first chan<- error) error {
 	reported := false
 	for {
 		line, err := r.ReadBytes('\n')
+		if ctx.Err() != nil {
+			return nil // the load is over: whatever came last does not count
+		}
 		if err != nil {
+			err = fmt.Errorf("%w: the stream ended: %w", errEndedEarly, err)
 			if !reported {
-				first <- fmt.Errorf("stream ended before its first event: %w", err)
-			}
-			if ctx.Err() != nil || errors.Is(err, io.EOF) {
-				return nil
+				first <- err
 			}
 			return err
 		}
-		if reported || len(bytes.TrimSpace(line)) == 0 {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue // keep-alive
+		}
+		if !reported {
+			reported = true
+			err := firstRecord(line)
+			first <- err
+			if err != nil {
+				return err
+			}
 			continue
 		}
-		reported = true
-		if !bytes.Contains(line, []byte(`"kind":"event"`)) {
-			err := fmt.Errorf("first record is not an event: %s", line)
-			first <- err
+		if err := laterRecord(line); err != nil {
 			return err
 		}
-		first <- nil
 	}
+}
+
+// The events that show a run's model answer has begun to stream: the only
+// first records that count. The benchmark's runs have no tools, no files
+// and a model that answers text at once, so a healthy run's first record
+// is message_start (thought_* if a model reasoned first).
+var healthyFirst = map[string]bool{
+	"message_start": true, "message_delta": true,
+	"thought_start": true, "thought_delta": true,
+}
+
+// ndjsonRecord is what the load client reads of one NDJSON record.
+type ndjsonRecord struct {
+	Kind  string `json:"kind"`
+	Event struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+		Code    string `json:"code"`
+	} `json:"event"`
+	Result *struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+	} `json:"result"`
+}
+
+// firstRecord says whether line, a run's first NDJSON record, is a healthy
+// first event: a record of kind "event" whose type is in healthyFirst.
+// Anything else fails the run: an error event, a done event, a notice, a
+// result record, a line that is not a record.
+func firstRecord(line []byte) error {
+	var rec ndjsonRecord
+	if err := json.Unmarshal(line, &rec); err != nil {
+		return fmt.Errorf("first record is not JSON: %w: %.200s", err, line)
+	}
+	if rec.Kind == "event" && healthyFirst[rec.Event.Type] {
+		return nil
+	}
+	if err := laterRecord(line); err != nil {
+		return err
+	}
+	return fmt.Errorf("first record is not the start of an answer: %.200s", line)
+}
+
+// laterRecord fails the run on a record that shows it failed or ended: an
+// error event, or the result record.
+func laterRecord(line []byte) error {
+	if !bytes.Contains(line, []byte(`"type":"error"`)) && !bytes.Contains(line, []byte(`"kind":"result"`)) {
+		return nil // the common case, a delta, without decoding it
+	}
+	var rec ndjsonRecord
+	if err := json.Unmarshal(line, &rec); err != nil {
+		return fmt.Errorf("record is not JSON: %w: %.200s", err, line)
+	}
+	switch {
+	case rec.Kind == "event" && rec.Event.Type == "error":
+		return fmt.Errorf("the run reported an error: %s (%s)", rec.Event.Message, rec.Event.Code)
+	case rec.Kind == "result" && rec.Result != nil:
+		return fmt.Errorf("%w: result %s %s", errEndedEarly, rec.Result.Status, rec.Result.Error)
+	}
+	return nil
 }

@@ -7,13 +7,18 @@
 // level a fresh `runnel serve` whose concurrency limit is raised above it.
 // After a few warm-up runs it reads the server's idle VmRSS, opens that many
 // streaming POST /run requests at once on loopback, waits until every one
-// has received its first NDJSON event, lets the process settle, and reads
+// has received a healthy first event, lets the process settle, and reads
 // VmRSS again:
 //
 //	memory per run = (VmRSS with N runs open − idle VmRSS) / N
 //
-// Then it cancels every request (runnel cancels the runs) and stops the
-// server. Everything stays on 127.0.0.1; every wait has a deadline.
+// A healthy first event is the start of the model's answer (message_start,
+// or a message or thought delta or start): the first record of every run
+// of this script that is open and streaming. Any other first record (an
+// error event, a done event, a notice, the result) fails the run, and so
+// does an error event or a result before the load is cancelled; a level
+// with a failed run reports no figure. Then it cancels every request
+// (runnel cancels the runs) and stops the server. Everything stays on 127.0.0.1; every wait has a deadline.
 //
 //	go build -o /tmp/runnel ./cmd/runnel
 //	go run ./bench/memload -runnel /tmp/runnel
@@ -144,11 +149,11 @@ func measure(ctx context.Context, cfg config, llmURL string, n int) (point, erro
 		return point{}, err
 	}
 	p := point{Runs: n}
-	idle, err := readStatus(srv.pid())
+	idle, err := benchkit.ReadStatus(srv.pid())
 	if err != nil {
 		return point{}, err
 	}
-	p.IdleRSSKiB, p.IdleThreads = idle.rssKiB, idle.threads
+	p.IdleRSSKiB, p.IdleThreads = idle.RSSKiB, idle.Threads
 
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
@@ -162,11 +167,11 @@ func measure(ctx context.Context, cfg config, llmURL string, n int) (point, erro
 	if err := benchkit.Sleep(ctx, cfg.settle); err != nil {
 		return point{}, err
 	}
-	load, err := readStatus(srv.pid())
+	load, err := benchkit.ReadStatus(srv.pid())
 	if err != nil {
 		return point{}, err
 	}
-	p.LoadRSSKiB, p.LoadThreads = load.rssKiB, load.threads
+	p.LoadRSSKiB, p.LoadThreads = load.RSSKiB, load.Threads
 	p.PerRunKiB = float64(p.LoadRSSKiB-p.IdleRSSKiB) / float64(n)
 	if cfg.hold > 0 {
 		fmt.Printf("%5d runs open on runnel serve pid %d at %s; holding them for %s\n", n, srv.pid(), srv.url, cfg.hold)

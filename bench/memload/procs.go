@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -103,40 +102,4 @@ func start(ctx context.Context, cmd *exec.Cmd, url, probe string) (*proc, error)
 		return nil, fmt.Errorf("not answering GET %s: %w", probe, err)
 	}
 	return p, nil
-}
-
-// status is what /proc/PID/status says about a process's memory.
-type status struct {
-	rssKiB  int64
-	threads int
-}
-
-func readStatus(pid int) (status, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return status{}, err
-	}
-	defer f.Close()
-	var s status
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(v)
-		if len(fields) == 0 {
-			continue
-		}
-		switch k {
-		case "VmRSS":
-			s.rssKiB, _ = strconv.ParseInt(fields[0], 10, 64)
-		case "Threads":
-			s.threads, _ = strconv.Atoi(fields[0])
-		}
-	}
-	if s.rssKiB == 0 {
-		return s, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
-	}
-	return s, sc.Err()
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -57,13 +58,17 @@ func selfCPU() time.Duration {
 
 // benchRequest is the run every runnel contestant sends: the echo callback
 // tool, no builtins, everything allowed, the fake model as an
-// OpenAI-compatible endpoint.
-func benchRequest(u fakeURLs) *runnel.RunRequest {
+// OpenAI-compatible endpoint, the replayed history (if any) then the prompt.
+func benchRequest(u fakeURLs, hist *history) *runnel.RunRequest {
+	var msgs []runnel.Message
+	if hist != nil {
+		msgs = append(msgs, hist.runnel...)
+	}
 	return &runnel.RunRequest{
 		Model:       "openai/" + modelName,
 		Endpoint:    &runnel.Endpoint{BaseURL: u.Model},
 		Secrets:     map[string]string{"OPENAI_API_KEY": apiKey},
-		Messages:    []runnel.Message{runnel.UserText(prompt)},
+		Messages:    append(msgs, runnel.UserText(prompt)),
 		Tools:       []string{},
 		Permissions: json.RawMessage(`{"default":"allow"}`),
 		CustomTools: []runnel.ToolSpec{{
@@ -99,14 +104,15 @@ type native struct {
 	mgr    *run.Manager
 	client *http.Client
 	urls   fakeURLs
+	hist   *history
 	steps  int
 }
 
-func newNative(u fakeURLs, steps int) *native {
+func newNative(u fakeURLs, steps int, hist *history) *native {
 	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	return &native{
 		mgr:    run.NewManager(&run.Options{HTTPClient: client, MaxSteps: steps + 1}),
-		client: client, urls: u, steps: steps,
+		client: client, urls: u, hist: hist, steps: steps,
 	}
 }
 
@@ -114,7 +120,9 @@ func (n *native) name() string { return "runnel (in-process)" }
 
 func (n *native) one(ctx context.Context) error {
 	var sink countingSink
-	res, err := n.mgr.Run(ctx, benchRequest(n.urls), &sink)
+	// A request a turn, as a server decodes one: the run may keep what it
+	// is given.
+	res, err := n.mgr.Run(ctx, benchRequest(n.urls, n.hist), &sink)
 	if err != nil {
 		return fmt.Errorf("runnel refused the run: %w", err)
 	}
@@ -136,10 +144,20 @@ type floor struct {
 	client *http.Client
 	urls   fakeURLs
 	steps  int
+	// head is the request body up to the end of the first turn's
+	// messages (the history and the prompt), without the closing "]}".
+	head []byte
 }
 
-func newFloor(u fakeURLs, steps int) *floor {
-	return &floor{client: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}, urls: u, steps: steps}
+func newFloor(u fakeURLs, steps int, hist *history) *floor {
+	head := []byte(floorHead)
+	if hist != nil {
+		for _, m := range hist.chat {
+			head = append(append(head, m...), ',')
+		}
+	}
+	head = append(head, floorPrompt...)
+	return &floor{client: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}, urls: u, steps: steps, head: head}
 }
 
 func (f *floor) name() string { return "floor (bare Go loop)" }
@@ -153,12 +171,13 @@ func (f *floor) close() { f.client.CloseIdleConnections() }
 const (
 	floorHead = `{"model":"` + modelName + `","stream":true,"stream_options":{"include_usage":true},` +
 		`"tools":[{"type":"function","function":{"name":"` + toolName + `","description":"` + toolDesc +
-		`","parameters":` + toolSchema + `}}],"messages":[{"role":"user","content":"` + prompt + `"}`
-	callIDMark = `"id":"call_`
+		`","parameters":` + toolSchema + `}}],"messages":[`
+	floorPrompt = `{"role":"user","content":"` + prompt + `"}`
+	callIDMark  = `"id":"call_`
 )
 
 func (f *floor) one(ctx context.Context) error {
-	msgs := []byte(floorHead)
+	msgs := slices.Clip(f.head) // appending copies: head stays as it is
 	for step := 0; ; step++ {
 		reply, err := f.post(ctx, f.urls.Model+"/chat/completions", append(msgs, "]}"...))
 		if err != nil {
@@ -209,18 +228,18 @@ func (f *floor) post(ctx context.Context, url string, body []byte) ([]byte, erro
 // served is runnel as a user runs it: `runnel serve` in its own process,
 // one streaming POST /run per turn, the NDJSON stream read to its result.
 type served struct {
-	proc   *benchkit.Runnel
+	proc   *benchkit.Runnel // set once started: the body sizes its limit
 	client *http.Client
 	body   []byte
 	steps  int
 }
 
-func newServed(p *benchkit.Runnel, u fakeURLs, steps int) (*served, error) {
-	body, err := json.Marshal(benchRequest(u))
+func newServed(u fakeURLs, steps int, hist *history) (*served, error) {
+	body, err := json.Marshal(benchRequest(u, hist))
 	if err != nil {
 		return nil, err
 	}
-	return &served{proc: p, client: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}, body: body, steps: steps}, nil
+	return &served{client: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}, body: body, steps: steps}, nil
 }
 
 func (s *served) name() string { return "runnel serve (HTTP, NDJSON)" }
@@ -284,19 +303,23 @@ func (s *served) one(ctx context.Context) error {
 	return fmt.Errorf("%w: the stream ended without a result record", errUnexpected)
 }
 
+// modeNodeFloor is the Node script's bare fetch loop: Node's own cost for
+// the same traffic, no SDK.
+const modeNodeFloor = "floor"
+
 // aisdk is bench/aisdk/steploop.mjs, driven over its stdin and stdout.
-// With floor set it runs the script's bare fetch loop instead of the SDK:
-// Node's own cost for the same traffic. Both share one Node process.
+// mode is the AI SDK function a turn calls (fnStreamText, fnGenerateText)
+// or modeNodeFloor. Every mode shares one Node process.
 type aisdk struct {
-	proc  *nodeProc
-	floor bool
+	proc *nodeProc
+	mode string
 }
 
 func (a *aisdk) name() string {
-	if a.floor {
+	if a.mode == modeNodeFloor {
 		return "Node floor (bare fetch loop)"
 	}
-	return "AI SDK " + a.proc.version
+	return "AI SDK " + a.mode + " " + a.proc.version
 }
 
 func (a *aisdk) batch(ctx context.Context, runs int) (batch, error) {
@@ -306,11 +329,7 @@ func (a *aisdk) batch(ctx context.Context, runs int) (batch, error) {
 		Steps     int       `json:"steps"`
 		ToolCalls int       `json:"toolCalls"`
 	}
-	mode := "sdk"
-	if a.floor {
-		mode = "floor"
-	}
-	if err := a.proc.call(ctx, map[string]any{"runs": runs, "mode": mode}, &out); err != nil {
+	if err := a.proc.call(ctx, map[string]any{"runs": runs, "mode": a.mode}, &out); err != nil {
 		return batch{}, err
 	}
 	b := batch{cpu: time.Duration(out.CPUMS * float64(time.Millisecond))}

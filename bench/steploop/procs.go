@@ -17,11 +17,19 @@ import (
 	"github.com/runnel/runnel/bench/internal/benchkit"
 )
 
+// defaultMaxBody is runnel serve's default RUNNEL_MAX_BODY_BYTES.
+const defaultMaxBody = 8 << 20
+
 // startRunnel starts bin as `runnel serve` on 127.0.0.1 with the caller's
-// environment. An empty variable counts as unset: a token in the caller's
+// environment, its step limit raised to the turn's steps+1 model calls
+// (RUNNEL_MAX_STEPS, 50 by default, would end a turn of 50 tool steps or
+// more early) and its body limit to twice the request when the default is
+// too small. An empty variable counts as unset: a token in the caller's
 // environment must not turn every benchmark request into a 401.
-func startRunnel(ctx context.Context, bin string) (*benchkit.Runnel, error) {
-	return benchkit.StartRunnel(ctx, bin, append(os.Environ(), "RUNNEL_TOKEN=", "RUNNEL_TOKEN_FILE="))
+func startRunnel(ctx context.Context, bin string, steps, bodyBytes int) (*benchkit.Runnel, error) {
+	return benchkit.StartRunnel(ctx, bin, append(os.Environ(), "RUNNEL_TOKEN=", "RUNNEL_TOKEN_FILE=",
+		"RUNNEL_MAX_STEPS="+strconv.Itoa(steps+1),
+		"RUNNEL_MAX_BODY_BYTES="+strconv.Itoa(max(defaultMaxBody, 2*bodyBytes))))
 }
 
 // nodeProc is bench/aisdk/steploop.mjs running under Node.
@@ -31,11 +39,15 @@ type nodeProc struct {
 	stdin   io.WriteCloser
 	lines   *bufio.Reader
 	once    sync.Once
+	// histFile is the replayed history handed to the script, removed by
+	// close; "" for none.
+	histFile string
 }
 
 // startNode starts the AI SDK side. dir is bench/aisdk (with its
-// node_modules installed); node is the Node binary.
-func startNode(ctx context.Context, node, dir string, u fakeURLs, steps int) (*nodeProc, error) {
+// node_modules installed); node is the Node binary; hist (nil for none) is
+// written to a file the script reads once.
+func startNode(ctx context.Context, node, dir string, u fakeURLs, steps int, hist *history) (p *nodeProc, err error) {
 	ver, err := exec.CommandContext(ctx, node, "--version").Output()
 	if err != nil {
 		return nil, fmt.Errorf("%s --version: %w", node, err)
@@ -50,8 +62,20 @@ func startNode(ctx context.Context, node, dir string, u fakeURLs, steps int) (*n
 	if err != nil {
 		return nil, fmt.Errorf("the AI SDK is not installed in %s (run npm ci there): %w", dir, err)
 	}
-	cmd := exec.CommandContext(ctx, node, "steploop.mjs", "--model", u.Model, "--callback", u.Callback,
-		"--steps", strconv.Itoa(steps), "--key", apiKey)
+	args := []string{"steploop.mjs", "--model", u.Model, "--callback", u.Callback, "--steps", strconv.Itoa(steps), "--key", apiKey}
+	var histFile string
+	if hist != nil {
+		if histFile, err = writeHistory(hist); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				_ = os.Remove(histFile)
+			}
+		}()
+		args = append(args, "--history", histFile)
+	}
+	cmd := exec.CommandContext(ctx, node, args...)
 	cmd.Dir = dir
 	cmd.Stderr = os.Stderr
 	cmd.WaitDelay = 5 * time.Second
@@ -68,8 +92,27 @@ func startNode(ctx context.Context, node, dir string, u fakeURLs, steps int) (*n
 	}
 	return &nodeProc{
 		version: fmt.Sprintf("ai@%s on Node %s", pkg.Version, strings.TrimSpace(string(ver))),
-		cmd:     cmd, stdin: stdin, lines: bufio.NewReader(stdout),
+		cmd:     cmd, stdin: stdin, lines: bufio.NewReader(stdout), histFile: histFile,
 	}, nil
+}
+
+// writeHistory writes the history in both of the script's forms, Chat
+// Completions messages (its floor's) and ModelMessages (the SDK's), to a
+// temporary file.
+func writeHistory(hist *history) (string, error) {
+	f, err := os.CreateTemp("", "steploop-history-*.json")
+	if err != nil {
+		return "", err
+	}
+	err = json.NewEncoder(f).Encode(map[string]any{"chat": hist.chat, "model": hist.modelMessages})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return "", fmt.Errorf("write the history for node: %w", err)
+	}
+	return f.Name(), nil
 }
 
 // call sends one command line and decodes the one answer line.
@@ -108,5 +151,8 @@ func (p *nodeProc) close() {
 	p.once.Do(func() {
 		_ = p.stdin.Close()
 		benchkit.StopProcess(p.cmd, nil, 5*time.Second)
+		if p.histFile != "" {
+			_ = os.Remove(p.histFile)
+		}
 	})
 }

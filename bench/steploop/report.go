@@ -30,12 +30,19 @@ func (r *results) add(name string, round int, b batch) { r.rounds[name][round] =
 
 // report is what the benchmark prints, and writes with -json.
 type report struct {
-	Steps       int     `json:"toolStepsPerTurn"`
-	ModelCalls  int     `json:"modelCallsPerTurn"`
-	Rounds      int     `json:"rounds"`
-	RunsEach    int     `json:"turnsPerRound"`
-	Contestants []row   `json:"contestants"`
-	Ratios      []ratio `json:"ratios"`
+	Steps      int `json:"toolStepsPerTurn"`
+	ModelCalls int `json:"modelCallsPerTurn"`
+	Rounds     int `json:"rounds"`
+	RunsEach   int `json:"turnsPerRound"`
+	Warmup     int `json:"warmupTurns"`
+	// HistoryMessages and HistoryBytes describe the replayed history every
+	// turn starts from (-history-kb), its size as Chat Completions JSON.
+	HistoryMessages int     `json:"historyMessages"`
+	HistoryBytes    int     `json:"historyBytes"`
+	Contestants     []row   `json:"contestants"`
+	Ratios          []ratio `json:"ratios"`
+	// FakesPeakRSSKiB is the fakes process's VmHWM at the end.
+	FakesPeakRSSKiB int64 `json:"fakesPeakRssKiB"`
 }
 
 // row is one contestant. A "step" is one model call: a turn of S tool
@@ -67,7 +74,10 @@ type ratio struct {
 
 func (r *results) report() *report {
 	calls := r.cfg.steps + 1
-	rep := &report{Steps: r.cfg.steps, ModelCalls: calls, Rounds: r.cfg.rounds, RunsEach: r.cfg.runs}
+	rep := &report{Steps: r.cfg.steps, ModelCalls: calls, Rounds: r.cfg.rounds, RunsEach: r.cfg.runs, Warmup: r.cfg.warmup}
+	if h := r.cfg.hist; h != nil {
+		rep.HistoryMessages, rep.HistoryBytes = len(h.chat), h.bytes()
+	}
 	floorName := r.names[0]
 	floorAll := benchkit.Median(allRuns(r.rounds[floorName]))
 	for _, name := range r.names {
@@ -144,6 +154,9 @@ func (rep *report) print(w io.Writer) {
 	fmt.Fprintln(w)
 	for _, q := range rep.Ratios {
 		fmt.Fprintf(w, "overhead ratio %s / %s = %.1fx  (per round %s)\n", q.Of, q.Over, q.Ratio, spread(q.PerRound))
+	}
+	if rep.FakesPeakRSSKiB > 0 {
+		fmt.Fprintf(w, "the fakes' process peaked at %.1f MiB (its fake model records no request)\n", float64(rep.FakesPeakRSSKiB)/1024)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/runnel/runnel/bench/internal/benchkit"
-	"github.com/runnel/runnel/internal/llmtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -18,7 +17,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // with the AI SDK is `go run ./bench/steploop`).
 func benchFakes(b *testing.B, steps int) fakeURLs {
 	b.Helper()
-	llm := llmtest.NewServer(benchScript(steps))
+	llm, err := benchkit.ServeModel(benchScript(steps)) // records nothing, unlike llmtest.NewServer
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.Cleanup(llm.Close)
 	cb := httptest.NewServer(benchkit.CallbackHandler(toolName, toolOutput))
 	b.Cleanup(cb.Close)
@@ -29,7 +31,7 @@ func benchFakes(b *testing.B, steps int) fakeURLs {
 // model calls) through run.Manager.Run. µs/step is per model call.
 func BenchmarkNativeLoop20Steps(b *testing.B) {
 	const steps = 20
-	n := newNative(benchFakes(b, steps), steps)
+	n := newNative(benchFakes(b, steps), steps, nil)
 	b.Cleanup(n.close)
 	benchTurns(b, steps, n.one)
 }
@@ -38,7 +40,7 @@ func BenchmarkNativeLoop20Steps(b *testing.B) {
 // subtract it from BenchmarkNativeLoop20Steps for runnel's own overhead.
 func BenchmarkFloor20Steps(b *testing.B) {
 	const steps = 20
-	f := newFloor(benchFakes(b, steps), steps)
+	f := newFloor(benchFakes(b, steps), steps, nil)
 	b.Cleanup(f.close)
 	benchTurns(b, steps, f.one)
 }
@@ -52,4 +54,38 @@ func benchTurns(b *testing.B, steps int, one func(context.Context) error) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*(steps+1)), "µs/step")
+}
+
+// TestHistoryTurns runs one turn of each Go contestant from a replayed
+// history: the fake model must count the history's tool results with the
+// turn's (or the turn would end early or never), and both forms of the
+// history must be accepted. It times nothing.
+func TestHistoryTurns(t *testing.T) {
+	const steps = 3
+	hist := newHistory(8)
+	if hist.bytes() < 8<<10 || len(hist.chat) != 4*hist.exchanges || len(hist.runnel) != len(hist.chat) || len(hist.modelMessages) != len(hist.chat) {
+		t.Fatalf("history of %d bytes, %d exchanges: %d chat, %d runnel, %d model messages",
+			hist.bytes(), hist.exchanges, len(hist.chat), len(hist.runnel), len(hist.modelMessages))
+	}
+	llm, err := benchkit.ServeModel(benchScript(hist.toolResults() + steps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer llm.Close()
+	cb := httptest.NewServer(benchkit.CallbackHandler(toolName, toolOutput))
+	defer cb.Close()
+	u := fakeURLs{Model: llm.URL + "/v1", Callback: cb.URL + "/tools/call"}
+
+	f := newFloor(u, steps, hist)
+	defer f.close()
+	n := newNative(u, steps, hist)
+	defer n.close()
+	for _, c := range []struct {
+		name string
+		one  func(context.Context) error
+	}{{f.name(), f.one}, {n.name(), n.one}, {f.name() + ", again", f.one}} {
+		if err := c.one(t.Context()); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
 }

@@ -219,3 +219,42 @@ func WriteJSON(path string, v any) error {
 	}
 	return nil
 }
+
+// Status is what /proc/PID/status says about a process's memory.
+type Status struct {
+	RSSKiB  int64 `json:"rssKiB"`  // VmRSS: resident now
+	HWMKiB  int64 `json:"hwmKiB"`  // VmHWM: the most ever resident
+	Threads int   `json:"threads"` // OS threads
+}
+
+// ReadStatus reads a live process's VmRSS, VmHWM and thread count.
+func ReadStatus(pid int) (Status, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return Status{}, err
+	}
+	return parseStatus(pid, raw)
+}
+
+func parseStatus(pid int, raw []byte) (Status, error) {
+	var s Status
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		fields := strings.Fields(v)
+		if !ok || len(fields) == 0 {
+			continue
+		}
+		switch k {
+		case "VmRSS":
+			s.RSSKiB, _ = strconv.ParseInt(fields[0], 10, 64)
+		case "VmHWM":
+			s.HWMKiB, _ = strconv.ParseInt(fields[0], 10, 64)
+		case "Threads":
+			s.Threads, _ = strconv.Atoi(fields[0])
+		}
+	}
+	if s.RSSKiB == 0 {
+		return s, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	}
+	return s, nil
+}

@@ -52,3 +52,18 @@ func TestQuantile(t *testing.T) {
 		t.Error("Median(nil) != 0")
 	}
 }
+
+func TestParseStatus(t *testing.T) {
+	raw := []byte("Name:\trunnel\nVmHWM:\t   31744 kB\nVmRSS:\t   27340 kB\nThreads:\t7\n")
+	got, err := parseStatus(42, raw)
+	want := Status{RSSKiB: 27340, HWMKiB: 31744, Threads: 7}
+	if err != nil || got != want {
+		t.Errorf("parseStatus = %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := parseStatus(42, []byte("Name:\tzombie\n")); err == nil {
+		t.Error("a status without VmRSS parsed")
+	}
+	if _, err := ReadStatus(os.Getpid()); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+)
+
+// The JSON the drivers write, as far as the summary reads it.
+type (
+	steploopReport struct {
+		Steps           int     `json:"toolStepsPerTurn"`
+		ModelCalls      int     `json:"modelCallsPerTurn"`
+		Rounds          int     `json:"rounds"`
+		RunsEach        int     `json:"turnsPerRound"`
+		Warmup          int     `json:"warmupTurns"`
+		HistoryMessages int     `json:"historyMessages"`
+		HistoryBytes    int     `json:"historyBytes"`
+		FakesPeakRSSKiB int64   `json:"fakesPeakRssKiB"`
+		Contestants     []slRow `json:"contestants"`
+		Ratios          []struct {
+			Of       string    `json:"of"`
+			Over     string    `json:"over"`
+			Ratio    float64   `json:"ratio"`
+			PerRound []float64 `json:"perRound"`
+		} `json:"ratios"`
+	}
+	slRow struct {
+		Name            string    `json:"name"`
+		Turns           int       `json:"turns"`
+		MedianTurnMs    float64   `json:"medianTurnMs"`
+		P90TurnMs       float64   `json:"p90TurnMs"`
+		OverheadStepUs  float64   `json:"overheadStepUs"`
+		CPUStepUs       float64   `json:"cpuStepUs"`
+		RoundOverheadUs []float64 `json:"roundOverheadStepUs"`
+	}
+	memPoint struct {
+		Runs       int     `json:"runs"`
+		IdleRSSKiB int64   `json:"idleRssKiB"`
+		LoadRSSKiB int64   `json:"loadRssKiB"`
+		PerRunKiB  float64 `json:"perRunKiB"`
+		FirstAllMs float64 `json:"allFirstEventsMs"`
+	}
+	footprintReport struct {
+		Runs     int `json:"runs"`
+		Binaries []struct {
+			Name        string  `json:"name"`
+			SizeBytes   int64   `json:"sizeBytes"`
+			StartRSSKiB int64   `json:"startRssKiB"`
+			RunsRSSKiB  int64   `json:"afterRunsRssKiB"`
+			HWMKiB      int64   `json:"hwmKiB"`
+			RunWallMs   float64 `json:"medianRunWallMs"`
+			RunCPUMs    float64 `json:"runCpuMs"`
+		} `json:"binaries"`
+		Stripped *struct {
+			Size     float64 `json:"size"`
+			StartRSS float64 `json:"startRss"`
+			RunsRSS  float64 `json:"afterRunsRss"`
+			RunWall  float64 `json:"runWall"`
+			RunCPU   float64 `json:"runCpu"`
+		} `json:"strippedOverPlain"`
+	}
+)
+
+func footprintSection(b *bytes.Buffer, r *results) error {
+	b.WriteString("## Footprint: binary size and idle memory → docs/benchmarks.md, \"Benchmark 2\" (\"Results\": the idle VmRSS column and the sentence on the binary's size)\n\n")
+	var rep footprintReport
+	ok, err := r.json("footprint", &rep)
+	if err != nil || !ok {
+		verbatim(b, r, "footprint")
+		return err
+	}
+	fmt.Fprintf(b, "`runnel serve` on 127.0.0.1, VmRSS read 2 s after start-up and 2 s after %d streaming runs one after another (a callback tool call, then text).\n\n", rep.Runs)
+	b.WriteString("| binary | size | VmRSS after start-up | VmRSS after the runs | VmHWM | run, median wall | runnel CPU per run |\n|---|---|---|---|---|---|---|\n")
+	for _, x := range rep.Binaries {
+		fmt.Fprintf(b, "| %s | %.1f MiB (%d bytes) | %.1f MiB | %.1f MiB | %.1f MiB | %.2f ms | %.2f ms |\n", x.Name,
+			float64(x.SizeBytes)/(1<<20), x.SizeBytes, kib2mib(x.StartRSSKiB), kib2mib(x.RunsRSSKiB), kib2mib(x.HWMKiB), x.RunWallMs, x.RunCPUMs)
+	}
+	if s := rep.Stripped; s != nil {
+		fmt.Fprintf(b, "| **stripped ÷ plain** | **%.2f** | %.2f | %.2f | | %.2f | %.2f |\n", s.Size, s.StartRSS, s.RunsRSS, s.RunWall, s.RunCPU)
+	}
+	b.WriteString("\n")
+	verbatim(b, r, "footprint")
+	return nil
+}
+
+// The step-loop invocations all.sh makes, and where each belongs.
+var steploopRuns = []struct{ name, where string }{
+	{"steploop-20", "\"Benchmark 1\", \"Results\" (the 20-step table and its ratios)"},
+	{"steploop-200", "\"Benchmark 1\": no table yet (a new \"Longer turns and replayed history\" subsection)"},
+	{"steploop-20-h400", "\"Benchmark 1\": no table yet (same new subsection)"},
+	{"steploop-200-h400", "\"Benchmark 1\": no table yet (same new subsection)"},
+}
+
+func steploopSection(b *bytes.Buffer, r *results) error {
+	b.WriteString("## Step loop → docs/benchmarks.md, \"Benchmark 1: per-step overhead of a 20-step tool loop\"\n\n")
+	b.WriteString("Overhead per step = (median turn − the Go floor's median turn) / model calls. CPU/step is the contestant's own process's\n")
+	b.WriteString("user+system CPU per model call (for the in-process contestants, the driver's, which includes its client side; for\n")
+	b.WriteString("`runnel serve`, the server process alone). generateText asks the fake model for whole replies; every other\n")
+	b.WriteString("contestant, the floors included, streams, so generateText's overhead over the streaming floor flatters it.\n\n")
+	for _, run := range steploopRuns {
+		fmt.Fprintf(b, "### %s → %s\n\n", run.name, run.where)
+		var rep steploopReport
+		ok, err := r.json(run.name, &rep)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			verbatim(b, r, run.name)
+			continue
+		}
+		fmt.Fprintf(b, "%d tool steps a turn (%d model calls); %d warm-up turns, then %d rounds × %d turns per contestant.", rep.Steps, rep.ModelCalls, rep.Warmup, rep.Rounds, rep.RunsEach)
+		if rep.HistoryBytes > 0 {
+			fmt.Fprintf(b, " Every turn replays a history of %d messages, %.0f KiB as Chat Completions JSON.", rep.HistoryMessages, float64(rep.HistoryBytes)/1024)
+		}
+		if rep.FakesPeakRSSKiB > 0 {
+			fmt.Fprintf(b, " The fakes' process peaked at %.1f MiB.", kib2mib(rep.FakesPeakRSSKiB))
+		}
+		b.WriteString("\n\n| contestant | turns | median turn | p90 turn | overhead/step | (per round) | CPU/step |\n|---|---|---|---|---|---|---|\n")
+		for _, c := range rep.Contestants {
+			fmt.Fprintf(b, "| %s | %d | %.2f ms | %.2f ms | %s | %s | %.0f µs |\n", c.Name, c.Turns, c.MedianTurnMs, c.P90TurnMs,
+				overhead(c), spread(c.RoundOverheadUs), c.CPUStepUs)
+		}
+		b.WriteString("\n| overhead ratio | value | per round |\n|---|---|---|\n")
+		for _, q := range rep.Ratios {
+			fmt.Fprintf(b, "| %s / %s | **%.1f×** | %s |\n", q.Of, q.Over, q.Ratio, spreadX(q.PerRound))
+		}
+		b.WriteString("\n")
+		if st := r.status(run.name); st != "" {
+			fmt.Fprintf(b, "*%s*\n\n", st)
+		}
+	}
+	return nil
+}
+
+func overhead(c slRow) string {
+	if strings.HasPrefix(c.Name, "floor") {
+		return "—"
+	}
+	return fmt.Sprintf("**%.0f µs**", c.OverheadStepUs)
+}
+
+func gobenchSection(b *bytes.Buffer, r *results) error {
+	b.WriteString("## `go test -bench` → docs/benchmarks.md, \"Benchmark 1\", \"`go test -bench`\"\n\n")
+	b.WriteString("runnel's loop and the floor in one process with the fakes (subtract the floor for runnel's own share).\n\n")
+	verbatim(b, r, "gobench")
+	return nil
+}
+
+func memloadSection(b *bytes.Buffer, r *results) error {
+	b.WriteString("## Memory per streaming run → docs/benchmarks.md, \"Benchmark 2: memory per concurrent streaming run\", \"Results\"\n\n")
+	var pts []memPoint
+	ok, err := r.json("memload", &pts)
+	if err != nil || !ok {
+		verbatim(b, r, "memload")
+		return err
+	}
+	b.WriteString("Every run counted had a healthy first event (the start of its answer); a level with a failed run reports no figure.\n\n")
+	b.WriteString("| N | idle VmRSS | loaded VmRSS | per run | all first events after |\n|---|---|---|---|---|\n")
+	for _, p := range pts {
+		fmt.Fprintf(b, "| %d | %.1f MiB | %.1f MiB | **%.1f KiB** | %.2f s |\n", p.Runs, kib2mib(p.IdleRSSKiB), kib2mib(p.LoadRSSKiB), p.PerRunKiB, p.FirstAllMs/1000)
+	}
+	b.WriteString("\n")
+	verbatim(b, r, "memload")
+	return nil
+}
+
+func acpSection(b *bytes.Buffer, r *results) error {
+	b.WriteString("## ACP harnesses → docs/benchmarks.md, \"Benchmark 3: ACP harnesses\" (\"Results: a tool round trip\"; \"Results: time to first text\" when agents are installed)\n\n")
+	verbatim(b, r, "acp")
+	return nil
+}
+
+func sandboxSection(b *bytes.Buffer, r *results) error {
+	b.WriteString("## Isolated sandbox → docs/benchmarks.md, \"Benchmark 4: the isolated sandbox against local\", \"Results\"\n\n")
+	verbatim(b, r, "sandbox")
+	verbatim(b, r, "sandbox-agents")
+	return nil
+}
+
+func scaleoutSection(b *bytes.Buffer, r *results) error {
+	b.WriteString("## Scale-out → docs/benchmarks.md, \"Benchmark 5: scale-out behind a load balancer\", \"Results\"\n\n")
+	verbatim(b, r, "scaleout")
+	return nil
+}
+
+func codemodeSection(b *bytes.Buffer, r *results) error {
+	b.WriteString("## Code mode → docs/benchmarks.md, \"Code mode\", \"Results\"\n\n")
+	b.WriteString("Mean wall time per run; bench/codemode.sh measures no CPU time yet.\n\n")
+	verbatim(b, r, "codemode")
+	return nil
+}
+
+func kib2mib(k int64) float64 { return float64(k) / 1024 }
+
+func spread(v []float64) string {
+	if len(v) == 0 {
+		return "—"
+	}
+	lo, hi := v[0], v[0]
+	for _, x := range v {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return fmt.Sprintf("%.0f–%.0f µs", lo, hi)
+}
+
+func spreadX(v []float64) string {
+	if len(v) == 0 {
+		return "—"
+	}
+	lo, hi := v[0], v[0]
+	for _, x := range v {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return fmt.Sprintf("%.1f–%.1f×", lo, hi)
+}

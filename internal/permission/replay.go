@@ -128,7 +128,7 @@ func ReadReplay(messages []runnel.Message, isClient func(name string) bool) *Rep
 // DEFERRED_NOT_EXECUTED is never an answer, whatever its kind.
 func classify(b runnel.Block, isClient func() bool) ResultClass {
 	switch {
-	case strings.HasPrefix(b.OutputText(), DeferredPrefix):
+	case outputHasPrefix(b, DeferredPrefix):
 		return ResultDeferred
 	case b.Kind == runnel.ResultKindApproval:
 		return ResultApproval
@@ -167,6 +167,9 @@ type Approval struct {
 // when output is not that shape.
 func ReadApproval(output json.RawMessage) (Approval, bool) {
 	out := bytes.TrimSpace(output)
+	if len(out) > 0 && out[0] == '"' && !mayOpenObject(out[1:]) {
+		return Approval{}, false // every tool result that is text: not decoded for nothing
+	}
 	if len(out) > 0 && out[0] == '"' {
 		var s string
 		if strictjson.Unmarshal(out, &s) != nil {
@@ -208,4 +211,36 @@ func AnswerOf(b runnel.Block) Approval {
 		return Approval{Approved: yes}
 	}
 	return Approval{}
+}
+
+// outputHasPrefix is strings.HasPrefix(b.OutputText(), prefix), without
+// decoding a whole JSON string (a long conversation holds many, and each
+// is classified on every request) when its first bytes already say no.
+func outputHasPrefix(b runnel.Block, prefix string) bool {
+	o := bytes.TrimSpace(b.Output)
+	if len(o) == 0 || o[0] != '"' {
+		return bytes.HasPrefix(o, []byte(prefix))
+	}
+	head := o[1:min(len(o), len(prefix)+1)]
+	if bytes.IndexByte(head, '\\') < 0 && !bytes.HasPrefix(o[1:], []byte(prefix)) {
+		// The first bytes decode to themselves, and they differ.
+		return false
+	}
+	return strings.HasPrefix(b.OutputText(), prefix)
+}
+
+// mayOpenObject reports whether the JSON string whose text (after the
+// opening quote) is s may hold, once decoded and trimmed, an object: its
+// first byte past ASCII white space is "{", an escape or not ASCII.
+func mayOpenObject(s []byte) bool {
+	for _, c := range s {
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f':
+			continue
+		case c == '{' || c == '\\' || c >= 0x80:
+			return true
+		}
+		return false
+	}
+	return false
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/runnel/runnel"
@@ -137,13 +138,9 @@ func runRemote(ctx context.Context, log *slog.Logger, c *runnelclient.Client, ba
 	var res *runnel.Result
 	if stream {
 		res, err = c.Stream(ctx, req, func(e runnel.Event) {
-			// An event type this build does not know (a newer server's)
-			// cannot be written again; skip it, as stream clients must.
-			if _, err := json.Marshal(e); err != nil {
-				log.Warn("skipping an event this runnel does not know", slog.String("type", string(e.Type)))
-				return
+			if knownEvent(log, e) {
+				sink.Emit(e)
 			}
-			sink.Emit(e)
 		})
 	} else {
 		res, err = c.Run(ctx, req)
@@ -151,9 +148,9 @@ func runRemote(ctx context.Context, log *slog.Logger, c *runnelclient.Client, ba
 	var rerr *runnelclient.Error
 	switch {
 	case err == nil:
-		return res
+		return withKnownEvents(log, res)
 	case errors.As(err, &rerr) && rerr.Result != nil:
-		return rerr.Result
+		return withKnownEvents(log, rerr.Result)
 	}
 	log.Error("remote run failed", slog.String("remote", base), slog.Any("err", err))
 	code := runnel.CodeUnavailable
@@ -161,6 +158,24 @@ func runRemote(ctx context.Context, log *slog.Logger, c *runnelclient.Client, ba
 		code = runnel.CodeCancelled
 	}
 	_, res = server.ErrorResponse(&runnel.Error{Code: code, Message: fmt.Sprintf("could not run the request on %s: %v", base, err)}, id)
+	return res
+}
+
+// knownEvent reports whether this build knows e's type: an event of a newer
+// server's type cannot be written again, so it is skipped, as stream
+// clients must skip it.
+func knownEvent(log *slog.Logger, e runnel.Event) bool {
+	if _, err := json.Marshal(e); err != nil {
+		log.Warn("skipping an event this runnel does not know", slog.String("type", string(e.Type)))
+		return false
+	}
+	return true
+}
+
+// withKnownEvents drops from res the events knownEvent skips, so that the
+// result can be written.
+func withKnownEvents(log *slog.Logger, res *runnel.Result) *runnel.Result {
+	res.Events = slices.DeleteFunc(res.Events, func(e runnel.Event) bool { return !knownEvent(log, e) })
 	return res
 }
 

@@ -79,7 +79,7 @@ func splitAllowlistEntry(entry string) (host, port string, ok bool) {
 	if strings.Contains(entry, "/") || strings.Contains(entry, "@") {
 		return "", "", false
 	}
-	if a, err := netip.ParseAddr(entry); err == nil { // a bare IP, v6 included
+	if a, err := netip.ParseAddr(entry); err == nil && plainZone(a.Zone()) { // a bare IP, v6 included
 		return a.String(), "", true
 	}
 	host, port = entry, ""
@@ -91,12 +91,27 @@ func splitAllowlistEntry(entry string) (host, port string, ok bool) {
 	}
 	host = normalizeHost(host)
 	if a, err := netip.ParseAddr(host); err == nil {
+		if !plainZone(a.Zone()) {
+			return "", "", false
+		}
 		return a.String(), port, true
 	}
 	if !validHostname(host) {
 		return "", "", false
 	}
 	return host, port, true
+}
+
+// plainZone reports whether an IPv6 zone (none, or an interface's name or
+// index) reads back the same from an entry and from a host: netip takes
+// any bytes, but an entry is trimmed of spaces and a host of a final dot.
+func plainZone(z string) bool {
+	for _, c := range z {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return !strings.HasSuffix(z, ".")
 }
 
 func parsePort(p string) (int, error) {

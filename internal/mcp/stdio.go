@@ -135,10 +135,20 @@ func (b *lineBound) Read(p []byte) (int, error) {
 		return 0, errLineTooLong
 	}
 	n, err := b.r.Read(p)
-	if i := bytes.LastIndexByte(p[:n], '\n'); i >= 0 {
-		b.run = int64(n - i - 1)
-	} else {
-		b.run += int64(n)
+	// Every line the read ends counts, not only the last: one read may
+	// hold the end of a long line and the start of the next.
+	rest := p[:n]
+	for {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			b.run += int64(len(rest))
+			break
+		}
+		if b.run+int64(i) > b.limit {
+			b.run = b.limit + 1
+			break
+		}
+		b.run, rest = 0, rest[i+1:]
 	}
 	if b.run > b.limit {
 		b.over.Store(true)

@@ -167,7 +167,8 @@ func (a *attachments) fetch(ctx context.Context, b runnel.Block) ([]byte, string
 	}
 	a.fetched += int64(len(data))
 	mimeType := b.MimeType
-	if ct, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err == nil && ct != "application/octet-stream" {
+	// mime takes a bare type ("text") too; providers take only type/subtype.
+	if ct, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err == nil && strings.Contains(ct, "/") && ct != "application/octet-stream" {
 		mimeType = ct
 	}
 	return data, mimeType, nil

@@ -165,7 +165,9 @@ func Convert(msgs []UIMessage, isClient func(name string) bool) (*Conversation, 
 				return nil, err
 			}
 			c.Messages = append(c.Messages, msgs...)
-			if last {
+			// A message without an id cannot be continued: the answer
+			// is a new message, and the client cannot update its calls.
+			if last && m.ID != "" {
 				c.Continued, c.Tools = m.ID, tools
 			} else {
 				for id := range tools {

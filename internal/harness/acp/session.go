@@ -19,6 +19,7 @@ import (
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/harness"
 	"github.com/runnel/runnel/internal/sandbox"
+	"github.com/runnel/runnel/internal/strictjson"
 )
 
 // session is one turn on one agent. Events leave in the order they
@@ -719,6 +720,13 @@ func (s *session) emitCallLocked(c *call) {
 	s.part.close(s)
 	s.textAfter = false
 	input := objectOrEmpty(c.ref.Input)
+	// What is recorded must be JSON a replay can send back, and a request
+	// holding a member twice or an unpaired surrogate is refused
+	// (internal/strictjson): such arguments are kept as a JSON string, as
+	// the native loop keeps them.
+	if strictjson.Check(input) != nil {
+		input = runnel.TextOutput(string(input))
+	}
 	s.emitLocked(runnel.Event{Type: runnel.EventToolCall, ID: c.id, Name: c.ref.Name, Input: input})
 	s.script.call(runnel.Block{Type: runnel.BlockToolCall, ToolCallID: c.id, ToolName: c.ref.Name, Input: input})
 }

@@ -256,17 +256,20 @@ func (s *streamState) blockDelta(ev *event) {
 	if bl == nil {
 		return
 	}
+	// A delta for a block of another kind (text into a call's arguments)
+	// is a broken stream's: dropped, rather than streamed as one thing
+	// and recorded as another.
 	d := ev.Delta
-	switch d.Type {
-	case "text_delta":
+	switch t := bl.b.Type; {
+	case d.Type == "text_delta" && t == runnel.BlockText:
 		bl.text.WriteString(d.Text)
 		s.send(provider.Chunk{Kind: provider.ChunkText, Text: d.Text})
-	case "thinking_delta":
+	case d.Type == "thinking_delta" && t == runnel.BlockReasoning:
 		bl.text.WriteString(d.Thinking)
 		s.send(provider.Chunk{Kind: provider.ChunkReasoning, Text: d.Thinking})
-	case "signature_delta":
+	case d.Type == "signature_delta" && t == runnel.BlockReasoning:
 		bl.b.Signature += d.Signature
-	case "input_json_delta":
+	case d.Type == "input_json_delta" && t == runnel.BlockToolCall:
 		if d.PartialJSON != "" {
 			bl.text.WriteString(d.PartialJSON)
 			s.send(provider.Chunk{Kind: provider.ChunkToolArgs, Index: bl.call, Text: d.PartialJSON})

@@ -58,7 +58,7 @@ func (c *Chat) Stream(ctx context.Context, req *provider.Request, emit func(prov
 			return st.response(), nil
 		}
 		if err := st.apply(data); err != nil {
-			return nil, err
+			return nil, c.ep.scrubbed(err)
 		}
 	}
 	return nil, streamEnd(ctx, chatAPI, er, st.emitted, "[DONE]")

@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -214,4 +215,18 @@ func imageURL(mimeType, data, uri string) string {
 		return "data:" + mimeType + ";base64," + data
 	}
 	return uri
+}
+
+// scrubbed removes the API key from an error the server's stream brought:
+// some servers quote the key they were given in the error they report.
+func (e *endpoint) scrubbed(err error) error {
+	var perr *provider.Error
+	if e.key == "" || !errors.As(err, &perr) {
+		return err
+	}
+	perr.Message = provider.Scrub(perr.Message, e.key)
+	if perr.Err != nil && strings.Contains(perr.Err.Error(), e.key) {
+		perr.Err = errors.New(provider.Scrub(perr.Err.Error(), e.key))
+	}
+	return err
 }

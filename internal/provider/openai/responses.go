@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,8 +61,11 @@ func (r *Responses) Stream(ctx context.Context, req *provider.Request, emit func
 			return nil, provider.StreamError(responsesAPI, st.emitted, err, "the server sent a malformed event: %v", err)
 		}
 		resp, err := st.apply(&ev)
-		if err != nil || resp != nil {
-			return resp, err
+		if err != nil {
+			return nil, r.ep.scrubbed(err)
+		}
+		if resp != nil {
+			return resp, nil
 		}
 	}
 	return nil, streamEnd(ctx, responsesAPI, er, st.emitted, "response.completed")
@@ -306,11 +310,18 @@ func (s *responsesStream) send(c provider.Chunk) {
 	s.emit(c)
 }
 
+// item is output item index, made as kind on first use; nil when index
+// names an item of another kind. Such an event is a broken stream's, and
+// what it carries is dropped rather than streamed as one thing and
+// recorded as another (text into a call's arguments, say).
 func (s *responsesStream) item(index int64, kind string) *respItem {
 	it := s.items[index]
 	if it == nil {
 		it = &respItem{index: index, kind: kind}
 		s.items[index] = it
+	}
+	if it.kind != kind {
+		return nil
 	}
 	return it
 }
@@ -323,10 +334,16 @@ func (s *responsesStream) apply(ev *respEvent) (*provider.Response, error) {
 		s.itemAdded(ev)
 	case "response.output_text.delta":
 		it := s.item(ev.OutputIndex, "message")
+		if it == nil {
+			break
+		}
 		it.text.WriteString(ev.Delta)
 		s.send(provider.Chunk{Kind: provider.ChunkText, Text: ev.Delta})
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
 		it := s.item(ev.OutputIndex, "reasoning")
+		if it == nil {
+			break
+		}
 		delta := ev.Delta
 		if ev.SummaryIndex != it.summary && it.text.Len() > 0 {
 			delta = "\n\n" + delta
@@ -335,9 +352,11 @@ func (s *responsesStream) apply(ev *respEvent) (*provider.Response, error) {
 		it.text.WriteString(delta)
 		s.send(provider.Chunk{Kind: provider.ChunkReasoning, Text: delta})
 	case "response.function_call_arguments.delta":
-		s.callArgs(s.item(ev.OutputIndex, "function_call"), ev.Delta)
+		if it := s.item(ev.OutputIndex, "function_call"); it != nil {
+			s.callArgs(it, ev.Delta)
+		}
 	case "response.function_call_arguments.done":
-		if it := s.item(ev.OutputIndex, "function_call"); it.text.Len() == 0 {
+		if it := s.item(ev.OutputIndex, "function_call"); it != nil && it.text.Len() == 0 {
 			s.callArgs(it, ev.Arguments)
 		}
 	case "response.output_item.done":
@@ -356,6 +375,9 @@ func (s *responsesStream) itemAdded(ev *respEvent) {
 	switch ev.Item.Type {
 	case "function_call":
 		it := s.item(ev.OutputIndex, "function_call")
+		if it == nil {
+			return
+		}
 		it.callID, it.name = ev.Item.CallID, ev.Item.Name
 		s.startCall(it)
 		s.callArgs(it, ev.Item.Arguments)
@@ -369,6 +391,9 @@ func (s *responsesStream) itemDone(ev *respEvent) {
 	switch ev.Item.Type {
 	case "function_call":
 		it := s.item(ev.OutputIndex, "function_call")
+		if it == nil {
+			return
+		}
 		if it.callID == "" {
 			it.callID, it.name = ev.Item.CallID, ev.Item.Name
 		}
@@ -378,7 +403,7 @@ func (s *responsesStream) itemDone(ev *respEvent) {
 		}
 	case "message":
 		it := s.item(ev.OutputIndex, "message")
-		if it.text.Len() > 0 {
+		if it == nil || it.text.Len() > 0 {
 			return
 		}
 		for _, c := range ev.Item.Content {
@@ -426,7 +451,7 @@ func (s *responsesStream) response(r *respResult) *provider.Response {
 	for _, it := range s.items {
 		its = append(its, it)
 	}
-	slices.SortFunc(its, func(a, b *respItem) int { return int(a.index - b.index) })
+	slices.SortFunc(its, func(a, b *respItem) int { return cmp.Compare(a.index, b.index) })
 	for _, it := range its {
 		switch it.kind {
 		case "reasoning":
@@ -438,6 +463,9 @@ func (s *responsesStream) response(r *respResult) *provider.Response {
 				resp.Content = append(resp.Content, runnel.Block{Type: runnel.BlockText, Text: it.text.String()})
 			}
 		case "function_call":
+			if !it.started {
+				continue // never announced: an empty delta for an item no event added
+			}
 			resp.Content = append(resp.Content, runnel.Block{
 				Type: runnel.BlockToolCall, ToolCallID: it.callID, ToolName: it.name, Input: toolInput(it.text.String()),
 			})

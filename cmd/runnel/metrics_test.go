@@ -104,7 +104,13 @@ func TestMetricsAfterRunsOfEachOutcome(t *testing.T) {
 		}
 		return false
 	}
+	// The bounds below only turn "never" into a failure instead of a hung
+	// test; they time nothing.
+	deadline := time.Now().Add(30 * time.Second)
 	for !modelCalled() {
+		if time.Now().After(deadline) {
+			t.Fatal("the model never got the run to cancel")
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	if _, out := do(http.MethodPost, url+"/kill", token, `{"sessionId":"sess-kill"}`); !strings.Contains(out, `"killed":1`) {
@@ -120,6 +126,10 @@ func TestMetricsAfterRunsOfEachOutcome(t *testing.T) {
 		if strings.Contains(text, "\nrunnel_active_runs 0\n") && strings.Contains(text, `status="cancelled"} 1`) {
 			break
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cancelled run was never counted:\n%s", text)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	if code, _ := do(http.MethodPost, url+"/run", token, `{"model":"openai/gpt-test","messages":[]}`); code != http.StatusBadRequest {
 		t.Errorf("a request without messages got %d, want 400", code)

@@ -13,9 +13,12 @@ package runnel
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
+	"errors"
+	"reflect"
+	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // RunRequest is one stateless turn, as posted to POST /run (DESIGN §3.1).
@@ -260,47 +263,95 @@ func (m Message) Text() string {
 }
 
 // UnmarshalJSON accepts content as a string, null, or an array whose items
-// are blocks or bare strings.
+// are blocks or bare strings (see UnmarshalJSONFrom).
 func (m *Message) UnmarshalJSON(data []byte) error {
-	var raw struct {
-		Role    Role            `json:"role"`
-		Content json.RawMessage `json:"content"`
-	}
-	if err := jsonv2.Unmarshal(data, &raw); err != nil {
+	return jsonv2.Unmarshal(data, m)
+}
+
+// errContent is what a message whose content is neither a string nor an
+// array of blocks is told.
+var errContent = errors.New("message content must be a string or an array of blocks")
+
+// UnmarshalJSONFrom reads a message from dec in one pass: the message,
+// its content and its blocks come off the decoder's one reading of the
+// bytes, so a long conversation is read once, not once per level (a
+// request replaying 400 KB of history spent most of its decode reading the
+// same strings again). encoding/json/v2 calls it for every Message it
+// decodes; errors carry the decoder's position
+// (messages[3].content[1].text).
+func (m *Message) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	tok, err := dec.ReadToken()
+	if err != nil {
 		return err
 	}
-	m.Role, m.Content = raw.Role, nil
-	c := bytes.TrimSpace(raw.Content)
-	switch {
-	case len(c) == 0 || bytes.Equal(c, []byte("null")):
-	case c[0] == '"':
-		var s string
-		if err := jsonv2.Unmarshal(c, &s); err != nil {
-			return err
-		}
-		m.Content = []Block{{Type: BlockText, Text: s}}
-	case c[0] == '[':
-		var items []json.RawMessage
-		if err := jsonv2.Unmarshal(c, &items); err != nil {
-			return err
-		}
-		for _, it := range items {
-			var b Block
-			if len(it) > 0 && it[0] == '"' {
-				var s string
-				if err := jsonv2.Unmarshal(it, &s); err != nil {
-					return err
-				}
-				b = Block{Type: BlockText, Text: s}
-			} else if err := jsonv2.Unmarshal(it, &b); err != nil {
-				return err
-			}
-			m.Content = append(m.Content, b)
-		}
+	*m = Message{}
+	switch tok.Kind() {
+	case 'n':
+		return nil
+	case '{':
 	default:
-		return fmt.Errorf("message content must be a string or an array of blocks")
+		// As encoding/json/v2 words it for any struct: "must be an object, not a string".
+		return &jsonv2.SemanticError{JSONKind: tok.Kind(), GoType: reflect.TypeFor[Message]()}
 	}
-	return nil
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return err
+		}
+		switch name.String() {
+		case "role":
+			err = jsonv2.UnmarshalDecode(dec, &m.Role)
+		case "content":
+			m.Content, err = decodeContent(dec)
+		default:
+			err = dec.SkipValue()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	_, err = dec.ReadToken()
+	return err
+}
+
+// decodeContent reads a message's content: null, a string (one text
+// block), or an array of blocks and bare strings.
+func decodeContent(dec *jsontext.Decoder) ([]Block, error) {
+	switch dec.PeekKind() {
+	case 'n':
+		_, err := dec.ReadToken()
+		return nil, err
+	case '"':
+		var s string
+		if err := jsonv2.UnmarshalDecode(dec, &s); err != nil {
+			return nil, err
+		}
+		return []Block{{Type: BlockText, Text: s}}, nil
+	case '[':
+	default:
+		if err := dec.SkipValue(); err != nil {
+			return nil, err
+		}
+		return nil, &jsonv2.SemanticError{JSONPointer: dec.StackPointer(), Err: errContent}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	var blocks []Block
+	for dec.PeekKind() != ']' {
+		var b Block
+		if dec.PeekKind() == '"' {
+			b.Type = BlockText
+			if err := jsonv2.UnmarshalDecode(dec, &b.Text); err != nil {
+				return nil, err
+			}
+		} else if err := jsonv2.UnmarshalDecode(dec, &b); err != nil {
+			return nil, err
+		}
+		blocks = append(blocks, b)
+	}
+	_, err := dec.ReadToken()
+	return blocks, err
 }
 
 // BlockType names what a Block holds.
@@ -354,12 +405,32 @@ type Block struct {
 func (b Block) OutputText() string {
 	o := bytes.TrimSpace(b.Output)
 	if len(o) > 0 && o[0] == '"' {
+		// encoding/json/v2 unquotes several times faster (this runs for
+		// every replayed result a run encodes); it refuses invalid UTF-8,
+		// which encoding/json replaces as before.
 		var s string
-		if json.Unmarshal(o, &s) == nil {
+		if jsonv2.Unmarshal(o, &s) == nil || json.Unmarshal(o, &s) == nil {
 			return s
 		}
 	}
 	return string(o)
+}
+
+// OutputHasPrefix is strings.HasPrefix(b.OutputText(), prefix), without
+// decoding a whole JSON string when its first bytes already say no: a
+// long conversation holds many results, and each is classified on every
+// request. A prefix that begins with a quote is always decoded for.
+func (b Block) OutputHasPrefix(prefix string) bool {
+	o := bytes.TrimSpace(b.Output)
+	if len(o) == 0 || o[0] != '"' {
+		return bytes.HasPrefix(o, []byte(prefix))
+	}
+	head := o[1:min(len(o), len(prefix)+1)]
+	if !strings.HasPrefix(prefix, `"`) && bytes.IndexByte(head, '\\') < 0 && !bytes.HasPrefix(o[1:], []byte(prefix)) {
+		// The first bytes decode to themselves, and they differ.
+		return false
+	}
+	return strings.HasPrefix(b.OutputText(), prefix)
 }
 
 // TextOutput encodes s as a tool result output.

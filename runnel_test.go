@@ -113,3 +113,18 @@ func TestErrorHelpers(t *testing.T) {
 		t.Error("a plain error must read as internal")
 	}
 }
+
+func TestOutputTextUnquotes(t *testing.T) {
+	for _, c := range []struct{ out, want string }{
+		{`"a\"b\n\u00e9"`, "a\"b\né"},
+		{` "x" `, "x"},
+		{"\"bad \xff utf8\"", "bad \ufffd utf8"},
+		{`{"a":1}`, `{"a":1}`},
+		{`"unterminated`, `"unterminated`},
+		{``, ``},
+	} {
+		if got := (runnel.Block{Output: json.RawMessage(c.out)}).OutputText(); got != c.want {
+			t.Errorf("OutputText(%q) = %q, want %q", c.out, got, c.want)
+		}
+	}
+}

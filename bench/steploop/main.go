@@ -42,6 +42,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -84,6 +85,7 @@ func main() {
 	flag.BoolVar(&cfg.nodeFloor, "node-floor", true, "with -aisdk, also time a bare Node fetch loop (Node's own share of the AI SDK's time)")
 	flag.StringVar(&cfg.jsonOut, "json", "", "also write the results as JSON to this file")
 	flag.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "give up after this long")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the in-process contestants) to this `file`")
 	flag.Parse()
 
 	if *serveFakesRole {
@@ -92,6 +94,17 @@ func main() {
 			os.Exit(1)
 		}
 		return
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "steploop: -cpuprofile:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	for f := range strings.SplitSeq(fns, ",") {
 		if f = strings.TrimSpace(f); f != "" {

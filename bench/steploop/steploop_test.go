@@ -36,6 +36,23 @@ func BenchmarkNativeLoop20Steps(b *testing.B) {
 	benchTurns(b, steps, n.one)
 }
 
+// BenchmarkNativeLoop20StepsAfter400KiB is the same turn replaying 400 KiB
+// of earlier exchanges: what a long history adds to a step.
+func BenchmarkNativeLoop20StepsAfter400KiB(b *testing.B) {
+	const steps = 20
+	hist := newHistory(400)
+	llm, err := benchkit.ServeModel(benchScript(steps + hist.toolResults()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(llm.Close)
+	cb := httptest.NewServer(benchkit.CallbackHandler(toolName, toolOutput))
+	b.Cleanup(cb.Close)
+	n := newNative(fakeURLs{Model: llm.URL + "/v1", Callback: cb.URL + "/tools/call"}, steps, hist)
+	b.Cleanup(n.close)
+	benchTurns(b, steps, n.one)
+}
+
 // BenchmarkFloor20Steps is the same traffic from a bare loop with no agent:
 // subtract it from BenchmarkNativeLoop20Steps for runnel's own overhead.
 func BenchmarkFloor20Steps(b *testing.B) {

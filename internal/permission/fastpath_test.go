@@ -37,8 +37,8 @@ func FuzzFastPathsAgree(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, out string) {
 		b := runnel.Block{Output: json.RawMessage(out)}
-		if got, want := outputHasPrefix(b, DeferredPrefix), strings.HasPrefix(b.OutputText(), DeferredPrefix); got != want {
-			t.Errorf("outputHasPrefix(%q) = %v, decoding says %v", out, got, want)
+		if got, want := b.OutputHasPrefix(DeferredPrefix), strings.HasPrefix(b.OutputText(), DeferredPrefix); got != want {
+			t.Errorf("OutputHasPrefix(%q) = %v, decoding says %v", out, got, want)
 		}
 		ga, gok := ReadApproval(json.RawMessage(out))
 		wa, wok := readApprovalSlow(json.RawMessage(out))

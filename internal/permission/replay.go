@@ -3,7 +3,6 @@ package permission
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/strictjson"
@@ -128,7 +127,7 @@ func ReadReplay(messages []runnel.Message, isClient func(name string) bool) *Rep
 // DEFERRED_NOT_EXECUTED is never an answer, whatever its kind.
 func classify(b runnel.Block, isClient func() bool) ResultClass {
 	switch {
-	case outputHasPrefix(b, DeferredPrefix):
+	case b.OutputHasPrefix(DeferredPrefix):
 		return ResultDeferred
 	case b.Kind == runnel.ResultKindApproval:
 		return ResultApproval
@@ -211,22 +210,6 @@ func AnswerOf(b runnel.Block) Approval {
 		return Approval{Approved: yes}
 	}
 	return Approval{}
-}
-
-// outputHasPrefix is strings.HasPrefix(b.OutputText(), prefix), without
-// decoding a whole JSON string (a long conversation holds many, and each
-// is classified on every request) when its first bytes already say no.
-func outputHasPrefix(b runnel.Block, prefix string) bool {
-	o := bytes.TrimSpace(b.Output)
-	if len(o) == 0 || o[0] != '"' {
-		return bytes.HasPrefix(o, []byte(prefix))
-	}
-	head := o[1:min(len(o), len(prefix)+1)]
-	if bytes.IndexByte(head, '\\') < 0 && !bytes.HasPrefix(o[1:], []byte(prefix)) {
-		// The first bytes decode to themselves, and they differ.
-		return false
-	}
-	return strings.HasPrefix(b.OutputText(), prefix)
 }
 
 // mayOpenObject reports whether the JSON string whose text (after the

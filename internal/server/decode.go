@@ -45,7 +45,7 @@ func readBody(r io.Reader, limit int64, example string) ([]byte, error) {
 	if limit <= 0 {
 		limit = DefaultMaxBodyBytes
 	}
-	body, err := io.ReadAll(io.LimitReader(r, limit+1))
+	body, err := readAll(io.LimitReader(r, limit+1), sizeHint(r, limit))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) || int64(len(body)) > limit {
 		return nil, &runnel.Error{Code: runnel.CodeTooLarge, Message: fmt.Sprintf(
@@ -59,6 +59,48 @@ func readBody(r io.Reader, limit int64, example string) ([]byte, error) {
 		return nil, &runnel.Error{Code: runnel.CodeInvalidRequest, Message: "request body is empty; " + example}
 	}
 	return body, nil
+}
+
+// declaredBody is a request body with the length its Content-Length
+// declares (-1: none).
+type declaredBody struct {
+	io.Reader
+	length int64
+}
+
+// maxUpfront bounds what a declared length makes readBody allocate before
+// the bytes arrive: a client cannot claim 8 MiB and send nothing to make
+// runnel hold 8 MiB; past it, the buffer grows as the bytes come.
+const maxUpfront = 1 << 20
+
+// sizeHint is the buffer readBody starts with: the declared length (and
+// one byte, for the read that sees the end), else 512 bytes.
+func sizeHint(r io.Reader, limit int64) int {
+	d, ok := r.(declaredBody)
+	if !ok || d.length < 0 {
+		return 512
+	}
+	return int(min(d.length, limit, maxUpfront)) + 1
+}
+
+// readAll is io.ReadAll starting from a buffer of size n: a body whose
+// length is known is read without the copies of a growing buffer (half of
+// what decoding a long request allocated).
+func readAll(r io.Reader, n int) ([]byte, error) {
+	b := make([]byte, 0, n)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		k, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+k]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 func invalidJSON(err error) *runnel.Error {
@@ -81,7 +123,10 @@ func describeJSONError(err error) string {
 	case errors.As(err, &strict):
 		return fmt.Sprintf("field %q %s", fieldPath(strict.Pointer), strict.Problem)
 	case errors.As(err, &sem) && sem.Err != nil && sem.GoType != nil && reflect.PointerTo(sem.GoType).Implements(unmarshalerType):
-		// The type's own decoding said what was wrong.
+		// The type's own decoding said what was wrong; the decoder knows where.
+		if sem.JSONPointer != "" {
+			return fmt.Sprintf("%s (at %s)", sem.Err, fieldPath(string(sem.JSONPointer)))
+		}
 		return sem.Err.Error()
 	case errors.As(err, &sem):
 		got := kindName(sem.JSONKind, sem.JSONValue)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -56,7 +57,16 @@ func TestDecodeRequest(t *testing.T) {
 		{name: "invalid UTF-8", body: "{\"model\":\"\xff\"}", code: runnel.CodeInvalidRequest,
 			msg: `invalid JSON: field "model" has a string that is not valid UTF-8 (or holds an unpaired \u surrogate)`},
 		{name: "bad message content", body: `{"messages":[{"role":"user","content":42}]}`, code: runnel.CodeInvalidRequest,
-			msg: "invalid JSON: message content must be a string or an array of blocks"},
+			msg: "invalid JSON: message content must be a string or an array of blocks (at messages[0].content)"},
+		{name: "message not an object", body: `{"messages":["hi"]}`, code: runnel.CodeInvalidRequest,
+			msg: `invalid JSON: field "messages[0]" must be an object, not a string`},
+		{name: "block field of the wrong type", body: `{"messages":[{"role":"user","content":["a",{"type":"text","text":5}]}]}`,
+			code: runnel.CodeInvalidRequest, msg: `invalid JSON: field "messages[0].content[1].text" must be a string, not a number`},
+		{name: "block not an object", body: `{"messages":[{"role":"user","content":[5]}]}`, code: runnel.CodeInvalidRequest,
+			msg: `invalid JSON: field "messages[0].content[0]" must be an object, not a number`},
+		{name: "content forms", body: `{"messages":[null,{"role":"user","content":null},{"role":"user","content":[],"x":{"y":[1]}},{"role":"user","content":"a"},{"role":"tool","content":["b",{"type":"tool_result","output":{"a":1}}]}]}`,
+			want: &runnel.RunRequest{Messages: []runnel.Message{{}, {Role: runnel.RoleUser}, {Role: runnel.RoleUser}, runnel.UserText("a"),
+				{Role: runnel.RoleTool, Content: []runnel.Block{{Type: runnel.BlockText, Text: "b"}, {Type: runnel.BlockToolResult, Output: json.RawMessage(`{"a":1}`)}}}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,4 +137,26 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("code %s", re.Code)
 		}
 	})
+}
+
+// A declared length sizes the first buffer, but a client that declares
+// more than it sends does not make runnel set aside what it declared.
+func TestReadBodyBelievesADeclaredLengthOnlySoFar(t *testing.T) {
+	for _, c := range []struct {
+		declared, limit int64
+		wantCap         int
+	}{
+		{declared: 2, limit: 8 << 20, wantCap: 3},
+		{declared: 8 << 20, limit: 8 << 20, wantCap: maxUpfront + 1},
+		{declared: 8 << 20, limit: 1000, wantCap: 1001},
+		{declared: -1, limit: 8 << 20, wantCap: 512},
+	} {
+		body, err := readBody(declaredBody{strings.NewReader("{}"), c.declared}, c.limit, "")
+		if err != nil || string(body) != "{}" {
+			t.Fatalf("declared %d: readBody = %q, %v", c.declared, body, err)
+		}
+		if cap(body) != c.wantCap {
+			t.Errorf("declared %d, limit %d: buffer of %d bytes, want %d", c.declared, c.limit, cap(body), c.wantCap)
+		}
+	}
 }

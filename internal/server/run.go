@@ -69,7 +69,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, decode func(io
 	defer func() { <-s.readers }()
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout)) // unsupported only on exotic writers
-	if err := decode(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)); err != nil {
+	if err := decode(declaredBody{http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes), r.ContentLength}); err != nil {
 		w.Header().Set("Connection", "close")
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			err = runnel.Errorf(runnel.CodeInvalidRequest,

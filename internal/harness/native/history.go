@@ -1,8 +1,6 @@
 package native
 
 import (
-	"strings"
-
 	"github.com/runnel/runnel"
 )
 
@@ -94,7 +92,7 @@ func resultRank(b runnel.Block) int {
 	switch {
 	case b.Kind == runnel.ResultKindApproval:
 		return 0
-	case strings.HasPrefix(b.OutputText(), deferredPrefix):
+	case b.OutputHasPrefix(deferredPrefix):
 		return 1
 	}
 	return 2

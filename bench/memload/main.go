@@ -38,11 +38,13 @@ import (
 	"time"
 
 	"github.com/runnel/runnel/bench/internal/benchkit"
+	"github.com/runnel/runnel/internal/llmtest"
 )
 
 type config struct {
 	runnelBin string
 	counts    []int
+	upstreams []string
 	settle    time.Duration
 	hold      time.Duration
 	timeout   time.Duration
@@ -54,6 +56,7 @@ func main() {
 	var counts string
 	flag.StringVar(&cfg.runnelBin, "runnel", "", "runnel binary (required)")
 	flag.StringVar(&counts, "counts", "100,1000", "concurrent run counts to measure, each on a fresh runnel serve")
+	upstreams := flag.String("upstream", "h1,h2", "how runnel reaches the fake model, each measured: h1 (plain HTTP/1.1, a connection per run) or h2 (HTTPS with HTTP/2, as hosted providers: runs share a connection)")
 	flag.DurationVar(&cfg.settle, "settle", 2*time.Second, "wait after the last first event before reading VmRSS")
 	flag.DurationVar(&cfg.hold, "hold", 0, "keep the streams open this long after measuring (time to take a profile of the server)")
 	flag.DurationVar(&cfg.timeout, "timeout", 3*time.Minute, "give up after this long")
@@ -66,6 +69,13 @@ func main() {
 			os.Exit(2)
 		}
 		cfg.counts = append(cfg.counts, n)
+	}
+	for u := range strings.SplitSeq(*upstreams, ",") {
+		if u = strings.TrimSpace(u); u != "h1" && u != "h2" {
+			fmt.Fprintf(os.Stderr, "memload: bad -upstream entry %q (h1 or h2)\n", u)
+			os.Exit(2)
+		}
+		cfg.upstreams = append(cfg.upstreams, strings.TrimSpace(u))
 	}
 	if cfg.runnelBin == "" {
 		fmt.Fprintln(os.Stderr, "memload: -runnel BIN is required (go build -o /tmp/runnel ./cmd/runnel)")
@@ -83,6 +93,7 @@ func main() {
 
 // point is one concurrency level's measurement.
 type point struct {
+	Upstream    string  `json:"upstream"`
 	Runs        int     `json:"runs"`
 	IdleRSSKiB  int64   `json:"idleRssKiB"`
 	LoadRSSKiB  int64   `json:"loadRssKiB"`
@@ -102,21 +113,26 @@ func bench(ctx context.Context, cfg config) error {
 	if err := os.WriteFile(script, slowScript(), 0o600); err != nil {
 		return err
 	}
-	llm, err := startMockLLM(ctx, cfg.runnelBin, script)
-	if err != nil {
-		return err
-	}
-	defer llm.close()
-
 	var points []point
-	for _, n := range cfg.counts {
-		p, err := measure(ctx, cfg, llm.url, n)
-		if err != nil {
-			return fmt.Errorf("%d concurrent runs: %w", n, err)
+	for _, up := range cfg.upstreams {
+		var tls *upstreamTLS
+		if up == "h2" {
+			cert, key, client, err := llmtest.SelfSignedTLS(dir)
+			if err != nil {
+				return err
+			}
+			tls = &upstreamTLS{cert: cert, key: key, client: client}
 		}
-		fmt.Printf("%5d runs: idle VmRSS %7.1f MiB, loaded %7.1f MiB, %6.1f KiB per run (threads %d -> %d; all first events after %.0f ms)\n",
-			p.Runs, mib(p.IdleRSSKiB), mib(p.LoadRSSKiB), p.PerRunKiB, p.IdleThreads, p.LoadThreads, p.FirstAllMs)
-		points = append(points, p)
+		ps, err := level(ctx, cfg, script, tls)
+		if err != nil {
+			return fmt.Errorf("upstream %s: %w", up, err)
+		}
+		for _, p := range ps {
+			p.Upstream = up
+			fmt.Printf("%s %5d runs: idle VmRSS %7.1f MiB, loaded %7.1f MiB, %6.1f KiB per run (threads %d -> %d; all first events after %.0f ms)\n",
+				up, p.Runs, mib(p.IdleRSSKiB), mib(p.LoadRSSKiB), p.PerRunKiB, p.IdleThreads, p.LoadThreads, p.FirstAllMs)
+			points = append(points, p)
+		}
 	}
 	if cfg.jsonOut != "" {
 		raw, err := json.MarshalIndent(points, "", "  ")
@@ -128,9 +144,27 @@ func bench(ctx context.Context, cfg config) error {
 	return nil
 }
 
+// level measures every concurrency level against one fake model.
+func level(ctx context.Context, cfg config, script string, tls *upstreamTLS) ([]point, error) {
+	llm, err := startMockLLM(ctx, cfg.runnelBin, script, tls)
+	if err != nil {
+		return nil, err
+	}
+	defer llm.close()
+	var points []point
+	for _, n := range cfg.counts {
+		p, err := measure(ctx, cfg, llm.url, n, tls)
+		if err != nil {
+			return nil, fmt.Errorf("%d concurrent runs: %w", n, err)
+		}
+		points = append(points, p)
+	}
+	return points, nil
+}
+
 // measure runs one concurrency level on a fresh runnel serve.
-func measure(ctx context.Context, cfg config, llmURL string, n int) (point, error) {
-	srv, err := startServe(ctx, cfg.runnelBin, n+100)
+func measure(ctx context.Context, cfg config, llmURL string, n int, tls *upstreamTLS) (point, error) {
+	srv, err := startServe(ctx, cfg.runnelBin, n+100, tls)
 	if err != nil {
 		return point{}, err
 	}

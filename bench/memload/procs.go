@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -52,16 +53,30 @@ func (p *proc) pid() int { return p.cmd.Process.Pid }
 // close sends SIGTERM and waits up to 10 s before killing.
 func (p *proc) close() { benchkit.StopProcess(p.cmd, syscall.SIGTERM, 10*time.Second) }
 
-// startMockLLM starts `runnel mockllm --script FILE --addr 127.0.0.1:PORT`.
-func startMockLLM(ctx context.Context, bin, script string) (*proc, error) {
+// upstreamTLS is what an HTTPS fake model serves with and what runnel
+// and the probe trust; nil means plain HTTP/1.1.
+type upstreamTLS struct {
+	cert, key string
+	client    func() *http.Client
+}
+
+// startMockLLM starts `runnel mockllm --script FILE --addr 127.0.0.1:PORT`,
+// serving HTTPS and HTTP/2 with tls set.
+func startMockLLM(ctx context.Context, bin, script string, tls *upstreamTLS) (*proc, error) {
 	port, err := benchkit.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	cmd := exec.CommandContext(ctx, bin, "mockllm", "--script", script, "--addr", addr)
+	args := []string{"mockllm", "--script", script, "--addr", addr}
+	scheme, probe := "http://", &http.Client{Transport: &http.Transport{}}
+	if tls != nil {
+		args = append(args, "--tls-cert", tls.cert, "--tls-key", tls.key)
+		scheme, probe = "https://", tls.client()
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	p, err := start(ctx, cmd, "http://"+addr, "/v1/models")
+	p, err := startWith(ctx, cmd, probe, scheme+addr, "/v1/models")
 	if err != nil {
 		return nil, fmt.Errorf("runnel mockllm: %w", err)
 	}
@@ -69,8 +84,8 @@ func startMockLLM(ctx context.Context, bin, script string) (*proc, error) {
 }
 
 // startServe starts `runnel serve` on a loopback port with its concurrency
-// limit raised to limit.
-func startServe(ctx context.Context, bin string, limit int) (*proc, error) {
+// limit raised to limit, trusting the fake model's certificate if it has one.
+func startServe(ctx context.Context, bin string, limit int, tls *upstreamTLS) (*proc, error) {
 	port, err := benchkit.FreePort()
 	if err != nil {
 		return nil, err
@@ -82,6 +97,9 @@ func startServe(ctx context.Context, bin string, limit int) (*proc, error) {
 		"RUNNEL_CONCURRENCY_LIMIT="+strconv.Itoa(limit),
 		"RUNNEL_TOKEN=", "RUNNEL_TOKEN_FILE=", // empty counts as unset: no 401s from the caller's environment
 	)
+	if tls != nil {
+		cmd.Env = append(cmd.Env, "SSL_CERT_FILE="+tls.cert) // Go's roots on Linux come from it
+	}
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	p, err := start(ctx, cmd, fmt.Sprintf("http://127.0.0.1:%d", port), "/health")
 	if err != nil {
@@ -92,12 +110,17 @@ func startServe(ctx context.Context, bin string, limit int) (*proc, error) {
 
 // start runs cmd and waits until GET url+probe answers 200.
 func start(ctx context.Context, cmd *exec.Cmd, url, probe string) (*proc, error) {
+	return startWith(ctx, cmd, &http.Client{Transport: &http.Transport{}}, url, probe)
+}
+
+// startWith is start probing with client.
+func startWith(ctx context.Context, cmd *exec.Cmd, client *http.Client, url, probe string) (*proc, error) {
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	p := &proc{url: url, cmd: cmd}
-	if err := benchkit.WaitHealthy(ctx, url+probe, 15*time.Second); err != nil {
+	if err := benchkit.WaitHealthyWith(ctx, client, url+probe, 15*time.Second); err != nil {
 		p.close()
 		return nil, fmt.Errorf("not answering GET %s: %w", probe, err)
 	}

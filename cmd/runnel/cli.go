@@ -125,7 +125,7 @@ usage:
                                         run one request from FILE or stdin (on the runnel at URL with
                                         --remote); the result on stdout (NDJSON records with --stream);
                                         exit 0 when ok, 1 otherwise
-  runnel mockllm [--script FILE] [--addr ADDR]
+  runnel mockllm [--script FILE] [--addr ADDR] [--tls-cert FILE --tls-key FILE]
                                         serve a scripted fake model (OpenAI, Anthropic and Gemini APIs)
   runnel agents list [--json]           the ACP agents runnel knows, and which are installed
   runnel agents install NAME...         install an agent's pinned npm package (claude, codex, gemini, opencode, pi)

@@ -16,6 +16,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/google/go-cmp/cmp"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 )
 
@@ -301,44 +302,69 @@ func (h recordHandler) Handle(_ context.Context, r slog.Record) error {
 func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h recordHandler) WithGroup(string) slog.Handler      { return h }
 
+// TestServe runs `runnel mockllm` as plain HTTP and as HTTPS with HTTP/2.
 func TestServe(t *testing.T) {
-	logs := make(chan slog.Record, 64)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, "127.0.0.1:0", DefaultScript(), slog.New(recordHandler{logs})) }()
-	var url string
-	for url == "" {
-		r := <-logs
-		r.Attrs(func(a slog.Attr) bool {
-			if r.Message == "mockllm listening" && a.Key == "url" {
-				url = a.Value.String()
-			}
-			return true
-		})
-	}
-	client := openaiClient(t, &Server{URL: url})
-	res, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
-		Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("ping")},
-	})
+	cert, key, tlsClient, err := SelfSignedTLS(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := res.Choices[0].Message.Content; got != "Hello from mockllm. You said: ping" {
-		t.Errorf("reply %q", got)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Serve returned %v after its context ended", err)
+	for _, c := range []struct {
+		name   string
+		files  TLSFiles
+		scheme string
+	}{
+		{"http", TLSFiles{}, "http://"},
+		{"https", TLSFiles{Cert: cert, Key: key}, "https://"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			logs := make(chan slog.Record, 64)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- Serve(ctx, "127.0.0.1:0", DefaultScript(), c.files, slog.New(recordHandler{logs})) }()
+			var url string
+			for url == "" {
+				r := <-logs
+				r.Attrs(func(a slog.Attr) bool {
+					if r.Message == "mockllm listening" && a.Key == "url" {
+						url = a.Value.String()
+					}
+					return true
+				})
+			}
+			if !strings.HasPrefix(url, c.scheme) {
+				t.Fatalf("listening on %s, want %s", url, c.scheme)
+			}
+			hc := tlsClient()
+			defer hc.CloseIdleConnections()
+			client := openaiClient(t, &Server{URL: url}, option.WithHTTPClient(hc))
+			var raw *http.Response
+			res, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+				Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("ping")},
+			}, option.WithResponseInto(&raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Choices[0].Message.Content; got != "Hello from mockllm. You said: ping" {
+				t.Errorf("reply %q", got)
+			}
+			if c.files.Cert != "" && raw.ProtoMajor != 2 {
+				t.Errorf("answered over %s, want HTTP/2", raw.Proto)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Serve returned %v after its context ended", err)
+			}
+		})
 	}
 }
 
 func TestServeErrors(t *testing.T) {
 	bad := Script{Rules: []Rule{{Fault: &Fault{Kind: "boom"}}}}
-	if err := Serve(context.Background(), "127.0.0.1:0", bad, nil); err == nil {
+	if err := Serve(context.Background(), "127.0.0.1:0", bad, TLSFiles{}, nil); err == nil {
 		t.Error("Serve accepted an invalid script")
 	}
-	if err := Serve(context.Background(), "127.0.0.1:notaport", DefaultScript(), nil); err == nil {
+	if err := Serve(context.Background(), "127.0.0.1:notaport", DefaultScript(), TLSFiles{}, nil); err == nil {
 		t.Error("Serve accepted an invalid address")
 	}
 }

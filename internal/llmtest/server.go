@@ -68,11 +68,15 @@ func NewServeHandler(s Script, logger *slog.Logger) *Handler {
 // shutdownGrace is how long Serve lets responses in flight finish.
 const shutdownGrace = 2 * time.Second
 
+// TLSFiles are the PEM certificate and key a fake model serves HTTPS (and
+// HTTP/2, as the providers' APIs do) with; empty, it serves plain HTTP/1.1.
+type TLSFiles struct{ Cert, Key string }
+
 // Serve runs the fake model server on addr (e.g. "127.0.0.1:8766") until ctx
 // is done, logging one line per request (never headers or bodies). It is
 // `runnel mockllm`. It returns nil after a shutdown caused by ctx, and an
 // error when the script is invalid or the address cannot be served.
-func Serve(ctx context.Context, addr string, s Script, logger *slog.Logger) error {
+func Serve(ctx context.Context, addr string, s Script, tlsFiles TLSFiles, logger *slog.Logger) error {
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("llmtest: invalid script: %w", err)
 	}
@@ -90,11 +94,20 @@ func Serve(ctx context.Context, addr string, s Script, logger *slog.Logger) erro
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	url := "http://" + ln.Addr().String()
+	if tlsFiles.Cert != "" {
+		url = "https://" + ln.Addr().String()
+	}
 	logger.Info("mockllm listening", "url", url, "openai_base_url", url+"/v1",
 		"anthropic_base_url", url, "gemini_base_url", url, "rules", len(s.Rules))
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if tlsFiles.Cert != "" {
+			errc <- srv.ServeTLS(ln, tlsFiles.Cert, tlsFiles.Key)
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		h.Close()

@@ -67,15 +67,24 @@ func NewNDJSONWriter(w io.Writer, flush func() error) *NDJSONWriter {
 // Emit writes e as an event record. An event that cannot be encoded is
 // skipped and reported by Err.
 func (n *NDJSONWriter) Emit(e runnel.Event) {
-	line, err := json.Marshal(Record{Kind: RecordEvent, Event: &e})
+	// The record is put together around the event's own encoding: the
+	// same bytes json.Marshal(Record{…}) writes (Event.MarshalJSON's output
+	// is compact and escaped as encoding/json escapes), without a second
+	// pass over them. Every streamed piece of a model's answer comes here.
+	ev, err := e.MarshalJSON()
+	line := make([]byte, 0, len(eventRecordHead)+len(ev)+2)
+	line = append(append(append(line, eventRecordHead...), ev...), '}', '\n')
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if err != nil {
 		n.fail(fmt.Errorf("encoding a %s event: %w", e.Type, err))
 		return
 	}
-	n.writeLocked(append(line, '\n'), http.StatusOK)
+	n.writeLocked(line, http.StatusOK)
 }
+
+// eventRecordHead opens an event record: {"kind":"event","event":…}.
+const eventRecordHead = `{"kind":"` + RecordEvent + `","event":`
 
 // WriteResult writes res as the closing result record (without its events,
 // which the stream already carried) and closes the writer.

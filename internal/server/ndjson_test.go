@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -474,4 +475,38 @@ func TestOneShotAnswerToAClientThatDoesNotRead(t *testing.T) {
 	t.Cleanup(ts.Close)
 	slowClient(t, ts.Listener.Addr().String(), "application/json")
 	recv(t, done, "the handler to give up on the client")
+}
+
+// Emit assembles the event record around the event's own encoding; the
+// bytes must be those json.Marshal writes for the whole record.
+func TestEmitWritesWhatMarshalWould(t *testing.T) {
+	odd := `<a href="x">&` + "\u2028 \xff \"q\"\n"
+	for _, e := range []runnel.Event{
+		{Type: runnel.EventMessageStart, ID: "m<1>"},
+		{Type: runnel.EventMessageDelta, ID: "m1", Delta: odd},
+		{Type: runnel.EventThoughtDelta, ID: "t1", Delta: ""},
+		{Type: runnel.EventMessage, Text: odd},
+		{Type: runnel.EventToolCall, ID: "c1", Name: "f&g", Input: json.RawMessage(`{"a": "<b>"}`)},
+		{Type: runnel.EventToolResult, ID: "c1", Name: "f", Output: json.RawMessage(` "x" `), IsError: true},
+		{Type: runnel.EventUsage, Usage: &runnel.Usage{Input: 1, Output: 2, Total: 3}},
+		{Type: runnel.EventError, Message: odd, Code: runnel.CodeInternal},
+		{Type: runnel.EventDone, StopReason: runnel.StopEndTurn, TraceID: "abc"},
+		{Type: runnel.EventNotice, Text: "n"},
+	} {
+		var buf bytes.Buffer
+		NewNDJSONWriter(&buf, nil).Emit(e)
+		want, err := json.Marshal(Record{Kind: RecordEvent, Event: &e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := buf.String(); got != string(want)+"\n" {
+			t.Errorf("%s event:\n got %s\nwant %s", e.Type, got, want)
+		}
+	}
+	var buf bytes.Buffer
+	w := NewNDJSONWriter(&buf, nil)
+	w.Emit(runnel.Event{Type: "future_type"})
+	if buf.Len() != 0 || w.Err() == nil {
+		t.Errorf("an event that cannot be encoded: wrote %q, Err %v", buf.String(), w.Err())
+	}
 }

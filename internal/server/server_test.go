@@ -49,7 +49,7 @@ func resultRunner(res *runnel.Result, err error) Runner {
 	})
 }
 
-func newTestServer(t *testing.T, r Runner, opts *Options) *httptest.Server {
+func newTestServer(t testing.TB, r Runner, opts *Options) *httptest.Server {
 	t.Helper()
 	ts := httptest.NewServer(New(r, opts))
 	t.Cleanup(ts.Close)

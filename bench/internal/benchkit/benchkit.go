@@ -45,11 +45,16 @@ func FreePort() (int, error) {
 
 // WaitHealthy polls GET url until it answers 200, for at most limit.
 func WaitHealthy(ctx context.Context, url string, limit time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
 	// A client of its own: its idle connection must not stay in
 	// http.DefaultClient's pool, where it would outlive the probe.
-	client := &http.Client{Transport: &http.Transport{}}
+	return WaitHealthyWith(ctx, &http.Client{Transport: &http.Transport{}}, url, limit)
+}
+
+// WaitHealthyWith is WaitHealthy with the client to probe with (one that
+// trusts a test certificate); it closes the client's idle connections.
+func WaitHealthyWith(ctx context.Context, client *http.Client, url string, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
 	defer client.CloseIdleConnections()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()

@@ -98,7 +98,7 @@ func (m *Messages) Stream(ctx context.Context, req *provider.Request, emit func(
 			continue
 		}
 		var ev event
-		if err := json.Unmarshal(data, &ev); err != nil {
+		if err := provider.DecodeChunk(data, &ev); err != nil {
 			return nil, provider.StreamError(api, st.emitted, err, "the server sent a malformed event: %s", provider.Scrub(provider.OneLine(err.Error()), m.key))
 		}
 		switch {

@@ -321,7 +321,7 @@ func (s *chatStream) send(c provider.Chunk) {
 
 func (s *chatStream) apply(data []byte) error {
 	var ch chatChunk
-	if err := json.Unmarshal(data, &ch); err != nil {
+	if err := provider.DecodeChunk(data, &ch); err != nil {
 		return provider.StreamError(chatAPI, s.emitted, err, "the server sent a malformed chunk: %v", err)
 	}
 	if len(ch.Error) > 0 && !bytes.Equal(ch.Error, []byte("null")) {

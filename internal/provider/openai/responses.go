@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -51,11 +50,10 @@ func (r *Responses) Stream(ctx context.Context, req *provider.Request, emit func
 			continue
 		}
 		var ev respEvent
-		if err := json.Unmarshal(data, &ev); err != nil {
+		if err := provider.DecodeChunk(data, &ev); err != nil {
 			// A field of an unexpected type in an event runnel does not
 			// read is the server's business; anything else is malformed.
-			var te *json.UnmarshalTypeError
-			if errors.As(err, &te) && !ev.matters() {
+			if provider.IsTypeMismatch(err) && !ev.matters() {
 				continue
 			}
 			return nil, provider.StreamError(responsesAPI, st.emitted, err, "the server sent a malformed event: %v", err)

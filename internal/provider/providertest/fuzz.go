@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/llmtest"
 	"github.com/runnel/runnel/internal/provider"
@@ -172,4 +174,26 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	r.body = body
 	res.Body = io.NopCloser(strings.NewReader(string(body)))
 	return res, nil
+}
+
+// ChunkDecodeAgrees fails t unless provider.DecodeChunk reads data into a
+// T exactly as encoding/json does: the same value, an error for the same
+// inputs, and a type mismatch for the same errors.
+func ChunkDecodeAgrees[T any](t *testing.T, data []byte) {
+	t.Helper()
+	var want, got T
+	wantErr, gotErr := json.Unmarshal(data, &want), provider.DecodeChunk(data, &got)
+	if (wantErr == nil) != (gotErr == nil) {
+		t.Fatalf("%q into %T: encoding/json says %v, DecodeChunk %v", data, want, wantErr, gotErr)
+	}
+	if wantErr != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(wantErr, &te) != provider.IsTypeMismatch(gotErr) {
+			t.Fatalf("%q into %T: encoding/json's error %v and DecodeChunk's %v disagree on being a type mismatch", data, want, wantErr, gotErr)
+		}
+		return
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("%q into %T (-encoding/json +DecodeChunk):\n%s", data, want, diff)
+	}
 }

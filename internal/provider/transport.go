@@ -1,0 +1,33 @@
+package provider
+
+import (
+	"net/http"
+	"time"
+)
+
+// NewTransport is the transport runnel reaches model APIs with: the
+// standard library's default (proxy from the environment, dial and TLS
+// handshake timeouts, HTTP/2 negotiated over TLS, which every hosted
+// provider speaks), with two changes for a process that holds many runs
+// against one provider at once:
+//
+//   - HTTP/2 connections are pinged when they fall silent: the runs of a
+//     process share one connection per provider, so a connection that died
+//     without a FIN (a NAT or balancer dropped it) would otherwise take
+//     every new call of every run with it until each call's own deadline.
+//     An unanswered ping closes it, and the next call dials afresh.
+//   - Up to 64 idle HTTP/1.1 connections are kept per host, not 2: a
+//     provider without HTTP/2 (a local vLLM or Ollama, a proxy) would
+//     otherwise see a new TCP and TLS handshake for most model calls as
+//     soon as more than two runs are in flight.
+func NewTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ForceAttemptHTTP2 = true
+	t.MaxIdleConns = 256
+	t.MaxIdleConnsPerHost = 64
+	t.HTTP2 = &http.HTTP2Config{
+		SendPingTimeout: 15 * time.Second,
+		PingTimeout:     15 * time.Second,
+	}
+	return t
+}

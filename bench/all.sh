@@ -8,7 +8,11 @@
 #   bash bench/all.sh --out DIR       # results directory (default bench/results/<date>)
 #   bash bench/all.sh --only steploop,memload
 #   bash bench/all.sh --no-netns      # do not measure inside a loopback-only network namespace
+#   bash bench/all.sh --no-docs       # leave docs/benchmarks.md alone
 #
+# A full run of every step (no --quick, no --only) also rewrites the section
+# "The latest figures" of docs/benchmarks.md from its results (bench/summary
+# -docs); the rest of that file is prose and is not touched.
 # Steps (--only takes these names): footprint, steploop, gobench, memload,
 # codemode, acp, sandbox, scaleout. It first builds everything (runnel plain
 # and stripped, the drivers, the test binaries; `npm ci` in bench/aisdk when
@@ -30,7 +34,7 @@ cd "$root"
 
 steps_all="footprint steploop gobench memload codemode acp sandbox scaleout"
 
-usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # --- the measuring phase: run inside the namespace by the building phase ---
 if [ "${1:-}" = "--measure" ]; then
@@ -104,7 +108,7 @@ if [ "${1:-}" = "--measure" ]; then
 		sl_h400=(-warmup 3 -rounds 4 -runs 5)
 		sl_200_h400=(-warmup 1 -rounds 2 -runs 1)
 		gobench=(-test.benchtime 200x -test.count 3)
-		mem_counts=100,1000
+		mem_counts=100,1000,10000
 		cm_rounds=3 cm_time=2
 		acp_args=()
 		sb_rounds=200
@@ -176,13 +180,14 @@ fi
 
 # --- the building phase ---
 orig_args="$*"
-mode=full out="" only="" netns=auto
+mode=full out="" only="" netns=auto docs=yes
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) mode=quick ;;
 	--out) out=$2; shift ;;
 	--only) only=$2; shift ;;
 	--no-netns) netns=no ;;
+	--no-docs) docs=no ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "all.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
 	esac
@@ -257,6 +262,10 @@ child=""
 	echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "duration_s=$(($(date +%s) - started))"
 } >>"$out/meta.env"
-"$bin/summary" -dir "$out"
+summary=(-dir "$out")
+if [ "$docs" = yes ] && [ "$mode" = full ] && [ -z "$only" ]; then
+	summary+=(-docs docs/benchmarks.md)
+fi
+"$bin/summary" "${summary[@]}"
 echo "all.sh: done in $(($(date +%s) - started)) s; $out/summary.md" >&2
 exit "$rc"

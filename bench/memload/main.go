@@ -35,6 +35,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/runnel/runnel/bench/internal/benchkit"
@@ -153,6 +154,11 @@ func level(ctx context.Context, cfg config, script string, tls *upstreamTLS) ([]
 	defer llm.close()
 	var points []point
 	for _, n := range cfg.counts {
+		if need, have := fdsNeeded(n, tls != nil), fdLimit(); need > have {
+			fmt.Printf("skipped %d runs: runnel serve would need about %d file descriptors (%s), the hard limit here is %d\n",
+				n, need, fdsWhy(tls != nil), have)
+			continue
+		}
 		p, err := measure(ctx, cfg, llm.url, n, tls)
 		if err != nil {
 			return nil, fmt.Errorf("%d concurrent runs: %w", n, err)
@@ -221,3 +227,31 @@ func measure(ctx context.Context, cfg config, llmURL string, n int, tls *upstrea
 }
 
 func mib(kib int64) float64 { return float64(kib) / 1024 }
+
+// fdsNeeded is about how many descriptors runnel serve holds with n runs
+// open: the client's connection of each, and with HTTP/1.1 its own
+// connection to the model too (HTTP/2 runs share a few), plus what the
+// process holds anyway. The driver itself holds one per run.
+func fdsNeeded(n int, h2 bool) int {
+	if h2 {
+		return n + 100
+	}
+	return 2*n + 100
+}
+
+func fdsWhy(h2 bool) string {
+	if h2 {
+		return "one per run: its client's connection; the runs share their HTTP/2 connections to the model"
+	}
+	return "two per run: its client's connection and its own HTTP/1.1 connection to the model"
+}
+
+// fdLimit is the hard RLIMIT_NOFILE, which a Go program raises its soft
+// limit to (runnel serve does at start-up).
+func fdLimit() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 1 << 20
+	}
+	return int(min(rl.Max, 1<<30))
+}

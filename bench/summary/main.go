@@ -6,8 +6,13 @@
 // meta.env, steps.tsv, and per step NAME.json and NAME.txt.
 //
 //	go run ./bench/summary -dir bench/results/2026-11-25T10-00-00
+//	go run ./bench/summary -dir DIR -docs docs/benchmarks.md
 //
-// It changes nothing else: docs/benchmarks.md is edited by hand from it.
+// With -docs it also puts the same figures into that file, between the
+// lines docsBegin and docsEnd (the section "The latest figures"), and
+// changes nothing else in it: bench/all.sh does so after a full run of
+// every step. The sections around it tell how each benchmark works and
+// what earlier runs found.
 package main
 
 import (
@@ -25,6 +30,7 @@ import (
 
 func main() {
 	dir := flag.String("dir", "", "results directory written by bench/all.sh (required)")
+	docs := flag.String("docs", "", "also write the figures into this `file` (docs/benchmarks.md), between its generated-section markers")
 	flag.Parse()
 	if *dir == "" {
 		fmt.Fprintln(os.Stderr, "summary: -dir is required")
@@ -41,6 +47,50 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println(out)
+	if *docs != "" {
+		if err := intoDocs(*docs, b.Bytes()); err != nil {
+			fmt.Fprintln(os.Stderr, "summary:", err)
+			os.Exit(1)
+		}
+		fmt.Println(*docs)
+	}
+}
+
+// The lines that enclose the generated section of docs/benchmarks.md.
+const (
+	docsBegin = "<!-- begin: written by bench/all.sh (bench/summary -docs); edits between these lines are overwritten -->"
+	docsEnd   = "<!-- end: written by bench/all.sh -->"
+)
+
+// intoDocs replaces what lies between docsBegin and docsEnd in the file
+// at path with summary, its headings one level down (the file's own
+// heading of the section is "##"). A file without both markers, in that
+// order, is left alone and is an error.
+func intoDocs(path string, summary []byte) error {
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	i, j := bytes.Index(doc, []byte(docsBegin)), bytes.Index(doc, []byte(docsEnd))
+	if i < 0 || j < i {
+		return fmt.Errorf("%s has no generated section (the lines %q and %q)", path, docsBegin, docsEnd)
+	}
+	var b bytes.Buffer
+	b.Write(doc[:i+len(docsBegin)])
+	b.WriteString("\n\n")
+	for line := range bytes.Lines(summary) {
+		if bytes.HasPrefix(line, []byte("#")) {
+			b.WriteString("#")
+		}
+		b.Write(line)
+	}
+	b.WriteString("\n")
+	b.Write(doc[j:])
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // step is one line of steps.tsv: a driver invocation and how it ended.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"strings"
 )
@@ -35,6 +36,7 @@ type (
 		RoundOverheadUs []float64 `json:"roundOverheadStepUs"`
 	}
 	memPoint struct {
+		Upstream   string  `json:"upstream"`
 		Runs       int     `json:"runs"`
 		IdleRSSKiB int64   `json:"idleRssKiB"`
 		LoadRSSKiB int64   `json:"loadRssKiB"`
@@ -156,9 +158,11 @@ func memloadSection(b *bytes.Buffer, r *results) error {
 		return err
 	}
 	b.WriteString("Every run counted had a healthy first event (the start of its answer); a level with a failed run reports no figure.\n\n")
-	b.WriteString("| N | idle VmRSS | loaded VmRSS | per run | all first events after |\n|---|---|---|---|---|\n")
+	b.WriteString("Upstream h1: the fake model over plain HTTP/1.1, a connection per run; h2: over HTTPS with HTTP/2, as hosted providers\n")
+	b.WriteString("answer, the runs sharing a connection.\n\n")
+	b.WriteString("| upstream | N | idle VmRSS | loaded VmRSS | per run | all first events after |\n|---|---|---|---|---|---|\n")
 	for _, p := range pts {
-		fmt.Fprintf(b, "| %d | %.1f MiB | %.1f MiB | **%.1f KiB** | %.2f s |\n", p.Runs, kib2mib(p.IdleRSSKiB), kib2mib(p.LoadRSSKiB), p.PerRunKiB, p.FirstAllMs/1000)
+		fmt.Fprintf(b, "| %s | %d | %.1f MiB | %.1f MiB | **%.1f KiB** | %.2f s |\n", cmp.Or(p.Upstream, "h1"), p.Runs, kib2mib(p.IdleRSSKiB), kib2mib(p.LoadRSSKiB), p.PerRunKiB, p.FirstAllMs/1000)
 	}
 	b.WriteString("\n")
 	verbatim(b, r, "memload")

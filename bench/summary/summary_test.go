@@ -15,7 +15,7 @@ func TestWrite(t *testing.T) {
 	files := map[string]string{
 		"meta.env":     "date=2026-11-25T10:00:00Z\nmode=quick\ncpus=2\n",
 		"steps.tsv":    "memload\tok\t6\t\ncodemode\tok\t2\t\nscaleout\tskipped\t0\tHAProxy is not installed\n",
-		"memload.json": `[{"runs":100,"idleRssKiB":27750,"loadRssKiB":37068,"perRunKiB":93.2,"allFirstEventsMs":1129}]`,
+		"memload.json": `[{"upstream":"h2","runs":100,"idleRssKiB":27750,"loadRssKiB":37068,"perRunKiB":93.2,"allFirstEventsMs":1129}]`,
 		"memload.txt":  "  100 runs: …",
 		"codemode.txt": "round  script  runnel ms/run  node ms/run  ratio\n1  sequential  1.277  0.415  3.08",
 	}
@@ -30,7 +30,7 @@ func TestWrite(t *testing.T) {
 	}
 	got := b.String()
 	for _, want := range []string{
-		"| 100 | 27.1 MiB | 36.2 MiB | **93.2 KiB** | 1.13 s |",
+		"| h2 | 100 | 27.1 MiB | 36.2 MiB | **93.2 KiB** | 1.13 s |",
 		`"Benchmark 2: memory per concurrent streaming run", "Results"`,
 		"1  sequential  1.277  0.415  3.08",
 		"*scaleout: skipped: HAProxy is not installed*",
@@ -42,5 +42,32 @@ func TestWrite(t *testing.T) {
 	}
 	if err := write(&b, t.TempDir()); err == nil {
 		t.Error("a directory without steps.tsv was summarised")
+	}
+}
+
+// TestIntoDocs replaces the generated section and nothing else, and
+// refuses a file without one.
+func TestIntoDocs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "benchmarks.md")
+	before := "# Benchmarks\n\nintro\n\n## The latest figures\n\n" + docsBegin + "\nold figures\n" + docsEnd + "\n\n## Benchmark 1\n\nhow it works\n"
+	if err := os.WriteFile(path, []byte(before), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := intoDocs(path, []byte("# Benchmark results\n\n## Step loop\n\n| a | b |\n")); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	want := "# Benchmarks\n\nintro\n\n## The latest figures\n\n" + docsBegin + "\n\n## Benchmark results\n\n### Step loop\n\n| a | b |\n\n" + docsEnd + "\n\n## Benchmark 1\n\nhow it works\n"
+	if string(got) != want {
+		t.Errorf("docs after:\n%s\nwant:\n%s", got, want)
+	}
+	if err := os.WriteFile(path, []byte("# no markers\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := intoDocs(path, []byte("x")); err == nil {
+		t.Error("a file without the generated section was written")
+	}
+	if got, _ := os.ReadFile(path); string(got) != "# no markers\n" {
+		t.Errorf("a refused file changed: %q", got)
 	}
 }

@@ -141,6 +141,7 @@ if [ "${1:-}" = "--measure" ]; then
 	fi
 	if want memload; then
 		run memload "$bin/memload" -runnel "$bin/runnel" -counts "$mem_counts" -json "$out/memload.json"
+		run memload-h400 "$bin/memload" -runnel "$bin/runnel" -counts 100 -history-kb 400 -json "$out/memload-h400.json"
 	fi
 	if want codemode; then
 		run codemode env CODEMODE_TEST="$bin/codemode.test" ROUNDS="$cm_rounds" BENCHTIME="$cm_time" bash bench/codemode.sh

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -21,6 +22,8 @@ type client struct {
 	url    string
 	llmURL string
 	http   *http.Client
+	// history is replayed before the prompt of every run (-history-kb).
+	history []map[string]string
 }
 
 func newClient(serveURL, llmURL string, n int) *client {
@@ -41,7 +44,7 @@ func (c *client) body(prompt string) []byte {
 		"endpoint": map[string]string{"baseUrl": c.llmURL + "/v1"},
 		"secrets":  map[string]string{"OPENAI_API_KEY": "sk-bench-0123456789abcdef0123456789abcdef"},
 		"tools":    []string{},
-		"messages": []map[string]string{{"role": "user", "content": prompt}},
+		"messages": append(c.history[:len(c.history):len(c.history)], map[string]string{"role": "user", "content": prompt}),
 	})
 	if err != nil {
 		panic(err) // literal strings always encode
@@ -249,4 +252,16 @@ func laterRecord(line []byte) error {
 		return fmt.Errorf("%w: result %s %s", errEndedEarly, rec.Result.Status, rec.Result.Error)
 	}
 	return nil
+}
+
+// withHistory makes every run replay about kb KiB of earlier exchanges,
+// a question and an answer each, the same every time.
+func (c *client) withHistory(kb int) {
+	c.history = nil
+	for size, k := 0, 0; size < kb<<10; k++ {
+		q := fmt.Sprintf("Earlier question %d: %s", k, strings.Repeat("how does the build read its \"configuration\"?\n", 20))
+		a := fmt.Sprintf("Answer %d: %s", k, strings.Repeat("the service reads the file, then waits for the next call.\n", 50))
+		c.history = append(c.history, map[string]string{"role": "user", "content": q}, map[string]string{"role": "assistant", "content": a})
+		size += len(q) + len(a) + 64
+	}
 }

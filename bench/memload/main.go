@@ -46,6 +46,7 @@ type config struct {
 	runnelBin string
 	counts    []int
 	upstreams []string
+	historyKB int
 	settle    time.Duration
 	hold      time.Duration
 	timeout   time.Duration
@@ -59,6 +60,7 @@ func main() {
 	flag.StringVar(&counts, "counts", "100,1000", "concurrent run counts to measure, each on a fresh runnel serve")
 	upstreams := flag.String("upstream", "h1,h2", "how runnel reaches the fake model, each measured: h1 (plain HTTP/1.1, a connection per run) or h2 (HTTPS with HTTP/2, as hosted providers: runs share a connection)")
 	flag.DurationVar(&cfg.settle, "settle", 2*time.Second, "wait after the last first event before reading VmRSS")
+	flag.IntVar(&cfg.historyKB, "history-kb", 0, "every run replays a history of this many KiB before its prompt (memory per run against its request's size)")
 	flag.DurationVar(&cfg.hold, "hold", 0, "keep the streams open this long after measuring (time to take a profile of the server)")
 	flag.DurationVar(&cfg.timeout, "timeout", 3*time.Minute, "give up after this long")
 	flag.StringVar(&cfg.jsonOut, "json", "", "also write the results as JSON to this file")
@@ -95,6 +97,7 @@ func main() {
 // point is one concurrency level's measurement.
 type point struct {
 	Upstream    string  `json:"upstream"`
+	RequestKiB  float64 `json:"requestKiB"`
 	Runs        int     `json:"runs"`
 	IdleRSSKiB  int64   `json:"idleRssKiB"`
 	LoadRSSKiB  int64   `json:"loadRssKiB"`
@@ -130,8 +133,8 @@ func bench(ctx context.Context, cfg config) error {
 		}
 		for _, p := range ps {
 			p.Upstream = up
-			fmt.Printf("%s %5d runs: idle VmRSS %7.1f MiB, loaded %7.1f MiB, %6.1f KiB per run (threads %d -> %d; all first events after %.0f ms)\n",
-				up, p.Runs, mib(p.IdleRSSKiB), mib(p.LoadRSSKiB), p.PerRunKiB, p.IdleThreads, p.LoadThreads, p.FirstAllMs)
+			fmt.Printf("%s %5d runs: idle VmRSS %7.1f MiB, loaded %7.1f MiB, %6.1f KiB per run, %.2f× its %.1f KiB request (threads %d -> %d; all first events after %.0f ms)\n",
+				up, p.Runs, mib(p.IdleRSSKiB), mib(p.LoadRSSKiB), p.PerRunKiB, p.PerRunKiB/p.RequestKiB, p.RequestKiB, p.IdleThreads, p.LoadThreads, p.FirstAllMs)
 			points = append(points, p)
 		}
 	}
@@ -176,6 +179,9 @@ func measure(ctx context.Context, cfg config, llmURL string, n int, tls *upstrea
 	}
 	defer srv.close()
 	c := newClient(srv.url, llmURL, n)
+	if cfg.historyKB > 0 {
+		c.withHistory(cfg.historyKB)
+	}
 	defer c.close()
 	// Warm-up: the first run initialises what every run shares (the model
 	// adapter's client, the JSON codecs' type caches); that is not per run.
@@ -188,7 +194,7 @@ func measure(ctx context.Context, cfg config, llmURL string, n int, tls *upstrea
 	if err := benchkit.Sleep(ctx, cfg.settle); err != nil {
 		return point{}, err
 	}
-	p := point{Runs: n}
+	p := point{Runs: n, RequestKiB: float64(len(c.body("stream slowly"))) / 1024}
 	idle, err := benchkit.ReadStatus(srv.pid())
 	if err != nil {
 		return point{}, err

@@ -37,6 +37,7 @@ type (
 	}
 	memPoint struct {
 		Upstream   string  `json:"upstream"`
+		RequestKiB float64 `json:"requestKiB"`
 		Runs       int     `json:"runs"`
 		IdleRSSKiB int64   `json:"idleRssKiB"`
 		LoadRSSKiB int64   `json:"loadRssKiB"`
@@ -151,22 +152,34 @@ func gobenchSection(b *bytes.Buffer, r *results) error {
 
 func memloadSection(b *bytes.Buffer, r *results) error {
 	b.WriteString("## Memory per streaming run → docs/benchmarks.md, \"Benchmark 2: memory per concurrent streaming run\", \"Results\"\n\n")
-	var pts []memPoint
-	ok, err := r.json("memload", &pts)
-	if err != nil || !ok {
-		verbatim(b, r, "memload")
-		return err
-	}
-	b.WriteString("Every run counted had a healthy first event (the start of its answer); a level with a failed run reports no figure.\n\n")
+	b.WriteString("Every run counted had a healthy first event (the start of its answer); a level with a failed run reports no figure.\n")
 	b.WriteString("Upstream h1: the fake model over plain HTTP/1.1, a connection per run; h2: over HTTPS with HTTP/2, as hosted providers\n")
-	b.WriteString("answer, the runs sharing a connection.\n\n")
-	b.WriteString("| upstream | N | idle VmRSS | loaded VmRSS | per run | all first events after |\n|---|---|---|---|---|---|\n")
-	for _, p := range pts {
-		fmt.Fprintf(b, "| %s | %d | %.1f MiB | %.1f MiB | **%.1f KiB** | %.2f s |\n", cmp.Or(p.Upstream, "h1"), p.Runs, kib2mib(p.IdleRSSKiB), kib2mib(p.LoadRSSKiB), p.PerRunKiB, p.FirstAllMs/1000)
+	b.WriteString("answer, the runs sharing a connection. memload-h400: every run replays a 400 KiB history (memory against the request).\n\n")
+	for _, name := range []string{"memload", "memload-h400"} {
+		var pts []memPoint
+		ok, err := r.json(name, &pts)
+		if err != nil {
+			return err
+		}
+		if ok {
+			fmt.Fprintf(b, "### %s\n\n", name)
+			b.WriteString("| upstream | N | request | idle VmRSS | loaded VmRSS | per run | per run ÷ request | all first events after |\n|---|---|---|---|---|---|---|---|\n")
+			for _, p := range pts {
+				fmt.Fprintf(b, "| %s | %d | %.1f KiB | %.1f MiB | %.1f MiB | **%.1f KiB** | %s | %.2f s |\n", cmp.Or(p.Upstream, "h1"), p.Runs, p.RequestKiB,
+					kib2mib(p.IdleRSSKiB), kib2mib(p.LoadRSSKiB), p.PerRunKiB, perRequest(p), p.FirstAllMs/1000)
+			}
+			b.WriteString("\n")
+		}
+		verbatim(b, r, name)
 	}
-	b.WriteString("\n")
-	verbatim(b, r, "memload")
 	return nil
+}
+
+func perRequest(p memPoint) string {
+	if p.RequestKiB <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f×", p.PerRunKiB/p.RequestKiB)
 }
 
 func acpSection(b *bytes.Buffer, r *results) error {

@@ -15,7 +15,7 @@ func TestWrite(t *testing.T) {
 	files := map[string]string{
 		"meta.env":     "date=2026-11-25T10:00:00Z\nmode=quick\ncpus=2\n",
 		"steps.tsv":    "memload\tok\t6\t\ncodemode\tok\t2\t\nscaleout\tskipped\t0\tHAProxy is not installed\n",
-		"memload.json": `[{"upstream":"h2","runs":100,"idleRssKiB":27750,"loadRssKiB":37068,"perRunKiB":93.2,"allFirstEventsMs":1129}]`,
+		"memload.json": `[{"upstream":"h2","requestKiB":0.2,"runs":100,"idleRssKiB":27750,"loadRssKiB":37068,"perRunKiB":93.2,"allFirstEventsMs":1129}]`,
 		"memload.txt":  "  100 runs: …",
 		"codemode.txt": "round  script  runnel ms/run  node ms/run  ratio\n1  sequential  1.277  0.415  3.08",
 	}
@@ -30,7 +30,7 @@ func TestWrite(t *testing.T) {
 	}
 	got := b.String()
 	for _, want := range []string{
-		"| h2 | 100 | 27.1 MiB | 36.2 MiB | **93.2 KiB** | 1.13 s |",
+		"| h2 | 100 | 0.2 KiB | 27.1 MiB | 36.2 MiB | **93.2 KiB** | 466.0× | 1.13 s |",
 		`"Benchmark 2: memory per concurrent streaming run", "Results"`,
 		"1  sequential  1.277  0.415  3.08",
 		"*scaleout: skipped: HAProxy is not installed*",

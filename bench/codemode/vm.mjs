@@ -4,7 +4,10 @@
 // implementations. Tools are async functions that resolve at once with the
 // same payload as the Go benchmark's Caller; like an MCP bridge they
 // serialise the arguments and parse the result. Prints one line per script
-// in `go test -bench` format, so bench/codemode.sh can read both sides alike.
+// in `go test -bench` format, so bench/codemode.sh can read both sides alike:
+// the mean and median wall time per run, and, as cpu-ns/run, the CPU time of
+// the whole process (every thread: the JIT and the garbage collector
+// included) over the timed runs, divided by their number.
 //
 //   node vm.mjs [--time seconds]
 import vm from "node:vm";
@@ -40,6 +43,7 @@ for (const name of ["sequential", "parallel"]) {
   const script = readFileSync(new URL(name + ".js", dir), "utf8");
   for (let i = 0; i < 50; i++) await runOnce(script); // warm-up: JIT and caches
   const times = [];
+  const cpu = process.cpuUsage();
   const end = performance.now() + seconds * 1000;
   while (performance.now() < end) {
     const start = performance.now();
@@ -47,11 +51,14 @@ for (const name of ["sequential", "parallel"]) {
     times.push(performance.now() - start);
     if (out !== "100") throw new Error(name + ": got " + out);
   }
+  const used = process.cpuUsage(cpu); // microseconds
   const mean = times.reduce((a, b) => a + b, 0) / times.length;
   times.sort((a, b) => a - b);
   const median = times[Math.floor(times.length / 2)];
+  const cpuPerRun = ((used.user + used.system) * 1e3) / times.length;
   console.log(
     "BenchmarkNodeVM/" + name + " " + times.length + " " + Math.round(mean * 1e6) + " ns/op " +
-    Math.round(median * 1e6) + " median-ns/op",
+    Math.round(median * 1e6) + " median-ns/op " + Math.round(mean * 1e6) + " ns/run " +
+    Math.round(cpuPerRun) + " cpu-ns/run",
   );
 }

@@ -197,7 +197,7 @@ func write(b *bytes.Buffer, dir string) error {
 	b.WriteString("\n")
 	for _, sec := range []func(*bytes.Buffer, *results) error{
 		footprintSection, steploopSection, gobenchSection, memloadSection,
-		acpSection, sandboxSection, scaleoutSection, codemodeSection,
+		acpSection, sandboxSection, scaleoutSection, codemodeSection, soakSection,
 	} {
 		if err := sec(b, r); err != nil {
 			return err

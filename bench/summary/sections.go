@@ -203,8 +203,14 @@ func scaleoutSection(b *bytes.Buffer, r *results) error {
 
 func codemodeSection(b *bytes.Buffer, r *results) error {
 	b.WriteString("## Code mode → docs/benchmarks.md, \"Code mode\", \"Results\"\n\n")
-	b.WriteString("Mean wall time per run; bench/codemode.sh measures no CPU time yet.\n\n")
+	b.WriteString("Wall and CPU time per run, runnel against node:vm, with both ratios (bench/codemode.sh).\n\n")
 	verbatim(b, r, "codemode")
+	return nil
+}
+
+func soakSection(b *bytes.Buffer, r *results) error {
+	b.WriteString("## Soak → docs/benchmarks.md, \"Benchmark 7: soak\"\n\n")
+	verbatim(b, r, "soak")
 	return nil
 }
 

@@ -145,6 +145,7 @@ Each flag has a RUNNEL_* variable; a flag wins over its variable. ` + "`runnel C
   RUNNEL_IDLE_TIMEOUT         longest silence from the model within a step (2m)
   RUNNEL_FIRST_TOKEN_TIMEOUT  longest wait for a step's first chunk (2m)
   RUNNEL_TOOL_TIMEOUT         callback tool timeout when its spec sets none (30s)
+  RUNNEL_MCP_CALL_TIMEOUT     MCP tool call timeout (2m)
   RUNNEL_SHUTDOWN_GRACE       time in-flight runs get to finish after SIGTERM (30s)
   RUNNEL_WORKSPACE_ROOT       directory holding per-run workspaces (a private dir under the temp dir)
   RUNNEL_KEEP_WORKSPACES      keep workspaces after their runs (false)

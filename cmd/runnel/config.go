@@ -43,6 +43,7 @@ type Config struct {
 	IdleTimeout       time.Duration
 	FirstTokenTimeout time.Duration
 	ToolTimeout       time.Duration
+	MCPCallTimeout    time.Duration
 	ShutdownGrace     time.Duration
 	WriteTimeout      time.Duration
 	WorkspaceRoot     string
@@ -120,6 +121,7 @@ func settings() []struct {
 		{"run", s{"idle-timeout", "RUNNEL_IDLE_TIMEOUT", "2m", "longest silence from the model within a step", "duration"}},
 		{"run", s{"first-token-timeout", "RUNNEL_FIRST_TOKEN_TIMEOUT", "2m", "longest wait for a step's first chunk", "duration"}},
 		{"run", s{"tool-timeout", "RUNNEL_TOOL_TIMEOUT", "30s", "timeout of a callback tool whose spec sets none", "duration"}},
+		{"run", s{"mcp-call-timeout", "RUNNEL_MCP_CALL_TIMEOUT", "2m", "timeout of one MCP tool call; past it the call is cancelled and the model told which tool failed", "duration"}},
 		{"run", s{"workspace-root", "RUNNEL_WORKSPACE_ROOT", "", "directory under which each run gets its workspace (default: a private dir under the system temp dir)", "dir"}},
 		{"run", s{"mcp-host-allowlist", "RUNNEL_MCP_HOST_ALLOWLIST", "", "comma-separated MCP hosts (host or host:port) exempt from the https-and-public-address rule", "hosts"}},
 		{"run", s{"attachments-url", "RUNNEL_ATTACHMENTS_URL", "", "where attachment blocks that carry only an id are fetched: a URL with {id} and {sessionId}", "url"}},
@@ -489,6 +491,7 @@ func (c *config) load() (*Config, error) {
 		cfg.IdleTimeout = c.duration("idle-timeout")
 		cfg.FirstTokenTimeout = c.duration("first-token-timeout")
 		cfg.ToolTimeout = c.duration("tool-timeout")
+		cfg.MCPCallTimeout = c.duration("mcp-call-timeout")
 		cfg.WorkspaceRoot = c.str("workspace-root")
 		cfg.KeepWorkspaces = c.bool("keep-workspaces")
 		cfg.MCPRequired = c.bool("mcp-required")
@@ -582,6 +585,7 @@ func (cfg *Config) runOptions(log *slog.Logger, h *host) *run.Options {
 		SandboxLimits:     cfg.SandboxLimits,
 		AllowLocalSandbox: h.localAllowed,
 		ScriptLimiter:     h.scripts,
+		ScriptWarm:        h.warm,
 		InteractionTTL:    cfg.InteractionTTL,
 		ProviderKeys:      cfg.ProviderKeys,
 		// The server's own secrets are secrets of every run: a run's
@@ -594,6 +598,7 @@ func (cfg *Config) runOptions(log *slog.Logger, h *host) *run.Options {
 		IdleTimeout:       cfg.IdleTimeout,
 		FirstTokenTimeout: cfg.FirstTokenTimeout,
 		ToolTimeout:       cfg.ToolTimeout,
+		MCPCallTimeout:    cfg.MCPCallTimeout,
 		WorkspaceRoot:     cfg.WorkspaceRoot,
 		KeepWorkspace:     cfg.KeepWorkspaces,
 		InteractionSecret: cfg.interactionSecret(),
@@ -603,6 +608,7 @@ func (cfg *Config) runOptions(log *slog.Logger, h *host) *run.Options {
 		Agents:            h.agents,
 		ACPTimeouts:       acp.Timeouts{Initialize: cfg.AgentStartTimeout, Session: cfg.AgentStartTimeout},
 		Telemetry:         h.tel,
+		HTTPClient:        h.outboundClient(),
 	}
 }
 

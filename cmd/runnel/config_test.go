@@ -33,7 +33,7 @@ func loadServe(args []string, env map[string]string) (*Config, error) {
 func defaults() Config {
 	return Config{Host: "127.0.0.1", Port: 8765, ConcurrencyLimit: 64, MaxBodyBytes: 8 << 20, MaxSteps: 50,
 		RunTimeout: 10 * time.Minute, IdleTimeout: 2 * time.Minute, FirstTokenTimeout: 2 * time.Minute,
-		ToolTimeout: 30 * time.Second, ShutdownGrace: 30 * time.Second, LogLevel: slog.LevelInfo, LogFormat: "json",
+		ToolTimeout: 30 * time.Second, MCPCallTimeout: 2 * time.Minute, ShutdownGrace: 30 * time.Second, LogLevel: slog.LevelInfo, LogFormat: "json",
 		Containment: "auto", InteractionTTL: 24 * time.Hour, MaxStepBytes: 8 << 20, MaxRunBytes: 32 << 20,
 		WriteTimeout: 30 * time.Second, SandboxLimits: sandbox.Limits{Processes: 1024, Memory: 4 << 30, CPU: 10 * time.Minute}}
 }
@@ -71,13 +71,13 @@ func TestConfig(t *testing.T) {
 		{name: "every variable", env: map[string]string{
 			"RUNNEL_HOST": "0.0.0.0", "RUNNEL_PORT": "9000", "RUNNEL_TOKEN": "env-token-1234", "RUNNEL_CONCURRENCY_LIMIT": "5",
 			"RUNNEL_MAX_BODY_BYTES": "16MiB", "RUNNEL_MAX_STEPS": "7", "RUNNEL_RUN_TIMEOUT": "1h", "RUNNEL_IDLE_TIMEOUT": "45s",
-			"RUNNEL_FIRST_TOKEN_TIMEOUT": "20s", "RUNNEL_TOOL_TIMEOUT": "1m30s", "RUNNEL_SHUTDOWN_GRACE": "5s",
+			"RUNNEL_FIRST_TOKEN_TIMEOUT": "20s", "RUNNEL_TOOL_TIMEOUT": "1m30s", "RUNNEL_MCP_CALL_TIMEOUT": "45s", "RUNNEL_SHUTDOWN_GRACE": "5s",
 			"RUNNEL_LOG_LEVEL": "DEBUG", "RUNNEL_LOG_FORMAT": "text", "RUNNEL_CONTAINMENT": "Subreaper",
 			"RUNNEL_CGROUP_PARENT": "/sys/fs/cgroup/runnel", "RUNNEL_INTERACTION_TTL": "2h",
 			"RUNNEL_SANDBOX_PROCESSES": "0", "RUNNEL_SANDBOX_MEMORY": "512MiB", "RUNNEL_SANDBOX_CPU": "0"},
 			want: &Config{Host: "0.0.0.0", Port: 9000, Token: "env-token-1234", ConcurrencyLimit: 5, MaxBodyBytes: 16 << 20,
 				MaxSteps: 7, RunTimeout: time.Hour, IdleTimeout: 45 * time.Second, FirstTokenTimeout: 20 * time.Second,
-				ToolTimeout: 90 * time.Second, ShutdownGrace: 5 * time.Second, LogLevel: slog.LevelDebug, LogFormat: "text",
+				ToolTimeout: 90 * time.Second, MCPCallTimeout: 45 * time.Second, ShutdownGrace: 5 * time.Second, LogLevel: slog.LevelDebug, LogFormat: "text",
 				Containment: "subreaper", CgroupParent: "/sys/fs/cgroup/runnel", InteractionTTL: 2 * time.Hour,
 				MaxStepBytes: 8 << 20, MaxRunBytes: 32 << 20, WriteTimeout: 30 * time.Second,
 				SandboxLimits: sandbox.Limits{Memory: 512 << 20}}},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"runtime"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/runnel/runnel/internal/agents"
 	"github.com/runnel/runnel/internal/codemode"
+	"github.com/runnel/runnel/internal/provider"
 	"github.com/runnel/runnel/internal/sandbox"
 	"github.com/runnel/runnel/internal/server"
 	"github.com/runnel/runnel/internal/telemetry"
@@ -19,12 +21,13 @@ import (
 
 // host is what runnel sets up on the machine once per process, for every
 // run: how the processes of runs are ended, the start-up sweeps of what a
-// crashed runnel left behind, and the process-wide bound on abandoned
-// code-mode scripts.
+// crashed runnel left behind, the process-wide bound on abandoned
+// code-mode scripts, and the code-mode sandboxes kept ready.
 type host struct {
 	containment *sandbox.Containment
 	isolator    *sandbox.Isolator
 	scripts     *codemode.Limiter
+	warm        *codemode.Warm
 	agents      *agents.Registry
 	root        bool
 	// limits bound each isolated command or agent.
@@ -33,6 +36,10 @@ type host struct {
 	localAllowed bool
 	// tel traces and counts the runs.
 	tel *telemetry.Telemetry
+	// outbound reaches model APIs, tool callbacks and attachments: one
+	// pool of connections for every run (HTTP/2 streams of one connection
+	// per provider where the provider speaks it).
+	outbound *http.Transport
 }
 
 // setUpHost probes process containment and sweeps what dead runnel
@@ -44,18 +51,24 @@ func setUpHost(cfg *Config, log *slog.Logger) (*host, error) {
 	if cfg.Containment == "auto" {
 		prefer = ""
 	}
-	c, err := sandbox.ProbeContainment(&sandbox.ContainmentOptions{Prefer: prefer, CgroupParent: cfg.CgroupParent})
-	if err != nil {
-		return nil, fmt.Errorf("process containment: %w", err)
-	}
+	// The isolator first: its trial sandbox leaves a process behind that
+	// is reparented to runnel once runnel is the child subreaper (the
+	// containment probe makes it one), where nothing would reap it; before
+	// that, init reaps it.
 	iso, err := sandbox.ProbeIsolator(context.Background(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("isolated sandbox: %w", err)
 	}
+	c, err := sandbox.ProbeContainment(&sandbox.ContainmentOptions{Prefer: prefer, CgroupParent: cfg.CgroupParent})
+	if err != nil {
+		_ = iso.Close()
+		return nil, fmt.Errorf("process containment: %w", err)
+	}
 	if cfg.AllowLocalSandbox != nil && !*cfg.AllowLocalSandbox && !iso.Supported() {
 		return nil, fmt.Errorf("RUNNEL_ALLOW_LOCAL_SANDBOX is false, but this host has no isolated sandbox (%s): install bubblewrap and allow user namespaces, or allow the local sandbox", strings.TrimSuffix(iso.Detail(), "."))
 	}
-	h := &host{containment: c, isolator: iso, limits: cfg.SandboxLimits, localAllowed: cfg.localAllowed(iso), scripts: codemode.NewLimiter(0), root: os.Geteuid() == 0}
+	h := &host{containment: c, isolator: iso, limits: cfg.SandboxLimits, localAllowed: cfg.localAllowed(iso), scripts: codemode.NewLimiter(0), warm: codemode.NewWarm(nil), root: os.Geteuid() == 0,
+		outbound: provider.NewTransport()}
 	log.Info("process containment", slog.String("mechanism", string(c.Mechanism())), slog.String("detail", c.Detail()))
 	log.Info("isolated sandbox", slog.Bool("available", iso.Supported()), slog.String("detail", iso.Detail()),
 		slog.Bool("default", iso.Supported()), slog.Bool("local_allowed", h.localAllowed))
@@ -97,12 +110,25 @@ func (h *host) close(log *slog.Logger) {
 	if err := h.tel.Close(ctx); err != nil {
 		log.Warn("trace export", slog.Any("err", err))
 	}
+	_ = h.warm.Close()
+	if h.outbound != nil {
+		h.outbound.CloseIdleConnections()
+	}
 	if err := h.containment.Close(); err != nil {
 		log.Warn("process containment", slog.Any("err", err))
 	}
 	if err := h.isolator.Close(); err != nil {
 		log.Warn("isolated sandbox", slog.Any("err", err))
 	}
+}
+
+// outboundClient is the client of run.Options.HTTPClient: nil (the
+// default) where no transport was set up.
+func (h *host) outboundClient() *http.Client {
+	if h.outbound == nil {
+		return nil
+	}
+	return &http.Client{Transport: h.outbound}
 }
 
 // sandboxInfo is what /v1/capabilities says about the local sandbox.

@@ -1,3 +1,5 @@
+//go:build unix
+
 package codemode
 
 import (
@@ -6,17 +8,32 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // benchPayload is what the benchmark's tool returns, on this side and on
 // Node's (bench/codemode/vm.mjs).
 const benchPayload = `{"ok":true,"n":1,"items":["a","b","c"]}`
 
-// BenchmarkRun100Calls measures a fresh sandbox running a script that makes
-// 100 tool calls, with a Caller that answers at once: the sandbox and the
-// call plumbing, no network. The scripts are bench/codemode/*.js, which
-// bench/codemode.sh also runs in Node's node:vm for comparison.
+// BenchmarkRun100Calls measures a script that makes 100 tool calls, with a
+// Caller that answers at once: the sandbox and the call plumbing, no
+// network. The scripts are bench/codemode/*.js, which bench/codemode.sh also
+// runs in Node's node:vm for comparison.
+//
+// The warm variants give Run a Warm, as runnel serve does: the sandbox was
+// built before the script asked for it, and taking it starts building the
+// next one in the background while the script runs. Before each run the
+// benchmark waits, untimed, until the next one is ready, as it is between a
+// model's scripts, which come seconds apart. The cold variants build the
+// sandbox in Run, as without a Warm. Each reports, besides ns/op (which
+// includes those waits), the two figures to compare:
+//
+//   - ns/run: what a caller of Run waits for (for warm: taking the sandbox
+//     ready, the script, closing the sandbox);
+//   - cpu-ns/run: the CPU time of the whole process per run, the refills
+//     and the garbage collector included: what the host pays.
 func BenchmarkRun100Calls(b *testing.B) {
 	tools := []Tool{{Server: "bench", Name: "echo"}}
 	caller := CallerFunc(func(context.Context, string, string, json.RawMessage) (CallResult, error) {
@@ -27,22 +44,76 @@ func BenchmarkRun100Calls(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		for _, warm := range []bool{true, false} {
+			label := name
+			if !warm {
+				label = "cold-" + name
+			}
+			b.Run(label, func(b *testing.B) {
+				opts := &Options{}
+				if warm {
+					opts.Warm = NewWarm(nil)
+					defer opts.Warm.Close()
+				}
+				benchRuns(b, opts, func() {
+					out := Run(context.Background(), string(script), tools, caller, opts)
+					if out.Error != "" || strings.TrimSpace(string(out.Result)) != "100" {
+						b.Fatalf("got %+v", out)
+					}
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkRunEmpty is the fixed cost of a sandbox: a script that returns,
+// in a sandbox built for it (cold) and in one a Warm had ready (warm).
+func BenchmarkRunEmpty(b *testing.B) {
+	for _, warm := range []bool{false, true} {
+		name := "cold"
+		if warm {
+			name = "warm"
+		}
 		b.Run(name, func(b *testing.B) {
-			for b.Loop() {
-				out := Run(context.Background(), string(script), tools, caller, nil)
-				if out.Error != "" || strings.TrimSpace(string(out.Result)) != "100" {
+			opts := &Options{}
+			if warm {
+				opts.Warm = NewWarm(nil)
+				defer opts.Warm.Close()
+			}
+			benchRuns(b, opts, func() {
+				if out := Run(context.Background(), "return 1", nil, nil, opts); out.Error != "" {
 					b.Fatalf("got %+v", out)
 				}
-			}
+			})
 		})
 	}
 }
 
-// BenchmarkRunEmpty is the fixed cost of a sandbox: a script that returns.
-func BenchmarkRunEmpty(b *testing.B) {
+// benchRuns times run as a caller waits for it, first waiting, untimed, for
+// opts.Warm to have its sandbox ready, and reports ns/run and cpu-ns/run.
+func benchRuns(b *testing.B, opts *Options, run func()) {
+	var waited time.Duration
+	cpu := cpuTime(b)
+	start := time.Now()
+	n := 0
 	for b.Loop() {
-		if out := Run(context.Background(), "return 1", nil, nil, nil); out.Error != "" {
-			b.Fatalf("got %+v", out)
+		if opts.Warm != nil {
+			t := time.Now()
+			opts.Warm.awaitReady(b)
+			waited += time.Since(t)
 		}
+		run()
+		n++
 	}
+	b.ReportMetric(float64(time.Since(start)-waited)/float64(n), "ns/run")
+	b.ReportMetric(float64(cpuTime(b)-cpu)/float64(n), "cpu-ns/run")
+}
+
+// cpuTime is the CPU time of the process so far, user and system.
+func cpuTime(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -1,10 +1,10 @@
 package codemode
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"modernc.org/quickjs"
 )
@@ -18,36 +18,44 @@ type toolCall struct {
 	reject       quickjs.Value
 }
 
-// callDone is a finished call: its result as JSON or as text, or the
-// message of its failure.
+// callDone is a finished call: its content, or the message of its
+// failure. Content that may be JSON is trimmed, and text is the content as
+// it came when that is not the same.
 type callDone struct {
-	call    *toolCall
-	json    json.RawMessage
-	text    string
-	failure string
-	failed  bool
+	call      *toolCall
+	content   string
+	maybeJSON bool
+	text      *string
+	failure   string
+	failed    bool
 }
 
 // maxPendingCalls caps the calls a script has made and not yet seen answered.
 const maxPendingCalls = 10000
 
-// hostCall is tools.<server>.<tool> underneath: it returns a promise and
-// queues the call, which loop starts.
-func (s *session) hostCall(server, tool, args string) quickjs.Value {
+// hostCall is tools.<server>.<tool> underneath, the tool given by its index
+// in the tool list: it returns a promise and queues the call, which loop
+// starts.
+func (s *session) hostCall(tool int, args string) quickjs.Value {
 	pc, err := s.vm.NewPromiseCapability()
 	if err != nil {
 		// Out of memory: the tool function rejects.
 		return quickjs.UndefinedValue
 	}
-	c := &toolCall{server: server, tool: tool, args: json.RawMessage(args), resolve: pc.Resolve, reject: pc.Reject}
+	c := &toolCall{args: json.RawMessage(args), resolve: pc.Resolve, reject: pc.Reject}
+	known := 0 <= tool && tool < len(s.order)
+	if known {
+		c.server, c.tool = s.order[tool].server, s.order[tool].tool
+	}
 	switch {
 	case s.settled != nil:
 		// A promise chain still running after the script returned: the
 		// call is not made.
 		s.dropped++
 		_ = s.settle(callDone{call: c, failed: true, failure: "the script has already returned; this call was not made"})
-	case !s.known[toolKey{server, tool}]:
-		_ = s.settle(callDone{call: c, failed: true, failure: fmt.Sprintf("unknown tool %s.%s", server, tool)})
+	case !known:
+		// Only the prelude calls, with the indices it was given.
+		_ = s.settle(callDone{call: c, failed: true, failure: fmt.Sprintf("unknown tool %d", tool)})
 	case len(s.waiting)+s.running >= maxPendingCalls || s.pendingBytes+int64(len(args)) > s.opts.MemoryLimit:
 		// The arguments live in Go's heap, beyond the sandbox's memory
 		// limit: a script must not queue calls without end.
@@ -77,12 +85,26 @@ func (s *session) launchWaiting() {
 		c := s.waiting[0]
 		s.waiting = s.waiting[1:]
 		s.running++
-		go func() {
-			defer s.wg.Done()
-			res, err := s.caller.CallTool(s.calls, c.server, c.tool, c.args)
-			s.results <- done(c, res, err)
-		}()
+		if s.running == 1 && len(s.waiting) == 0 {
+			// The only call, and the sandbox's queue is drained (loop
+			// drains it first): until this call answers nothing can
+			// happen in the sandbox, and this goroutine would only wait
+			// for it. So it makes the call itself, without a goroutine
+			// to start and to wake it. The result goes through results
+			// all the same, which is empty: nothing else is running.
+			s.call(c)
+			return
+		}
+		go s.call(c)
 	}
+}
+
+// call makes c and sends its result. Every call is counted in wg, so that
+// shutdown and abandon wait for it, wherever it runs.
+func (s *session) call(c *toolCall) {
+	defer s.wg.Done()
+	res, err := s.caller.CallTool(s.calls, c.server, c.tool, c.args)
+	s.results <- done(c, res, err)
 }
 
 // deliver settles a finished call in the sandbox.
@@ -98,21 +120,19 @@ func (s *session) deliver(d callDone) error {
 
 // settle resolves or rejects a call's promise and frees its resolving
 // functions. Inside hostCall it runs within the JS that called, where an
-// error (out of memory) is the script's to meet.
+// error (out of memory) is the script's to meet. The content goes as a
+// string, which the sandbox parses when it may be JSON: the engine's parser
+// is the only one to read it.
 func (s *session) settle(d callDone) error {
 	defer d.call.free()
 	var err error
 	switch {
 	case d.failed:
-		var e quickjs.Value
-		if e, err = s.makeError.CallValue(quickjs.UndefinedValue, d.failure); err == nil {
-			_, err = d.call.reject.Call(quickjs.UndefinedValue, e)
-			e.Free()
-		}
-	case d.json != nil:
-		_, err = d.call.resolve.Call(quickjs.UndefinedValue, d.json)
+		_, err = s.reject.Call(quickjs.UndefinedValue, d.call.reject, d.failure)
+	case d.text != nil:
+		_, err = s.resolve.Call(quickjs.UndefinedValue, d.call.resolve, d.content, d.maybeJSON, *d.text)
 	default:
-		_, err = d.call.resolve.Call(quickjs.UndefinedValue, d.text)
+		_, err = s.resolve.Call(quickjs.UndefinedValue, d.call.resolve, d.content, d.maybeJSON, nil)
 	}
 	return err
 }
@@ -125,19 +145,45 @@ func (c *toolCall) free() {
 // done is how a call ended: its content, parsed in the sandbox when it is
 // JSON, or the message it rejects with.
 func done(c *toolCall, res CallResult, err error) callDone {
-	var refusal *Refusal
-	switch {
-	case errors.As(err, &refusal):
-		return callDone{call: c, failed: true, failure: refusal.Error()}
-	case err != nil:
+	if err != nil {
+		if refusal, ok := errors.AsType[*Refusal](err); ok {
+			return callDone{call: c, failed: true, failure: refusal.Error()}
+		}
 		return callDone{call: c, failed: true, failure: err.Error()}
-	case res.IsError:
+	}
+	if res.IsError {
 		return callDone{call: c, failed: true, failure: res.Content}
 	}
-	if content := bytes.TrimSpace([]byte(res.Content)); len(content) > 0 && json.Valid(content) {
-		return callDone{call: c, json: content}
+	if content := strings.TrimSpace(res.Content); jsonShaped(content) {
+		d := callDone{call: c, content: content, maybeJSON: true}
+		if len(content) != len(res.Content) {
+			d.text = &res.Content
+		}
+		return d
 	}
-	return callDone{call: c, text: res.Content}
+	return callDone{call: c, content: res.Content}
+}
+
+// jsonShaped reports whether trimmed content could be JSON, by its ends: a
+// call resolves to the parsed JSON when its content is JSON and to the text
+// otherwise. It lets most text through without a parser's attempt; text
+// that has the shape, such as "[1] done, [2] failed" or "3 of 4", costs one
+// failed parse.
+func jsonShaped(s string) bool {
+	if s == "" {
+		return false
+	}
+	switch first, last := s[0], s[len(s)-1]; {
+	case first == '{':
+		return last == '}'
+	case first == '[':
+		return last == ']'
+	case first == '"':
+		return len(s) > 1 && last == '"'
+	case first == '-' || '0' <= first && first <= '9':
+		return '0' <= last && last <= '9'
+	}
+	return s == "true" || s == "false" || s == "null"
 }
 
 // shutdown ends what the script started before the VM goes: it cancels the
@@ -154,8 +200,4 @@ func (s *session) shutdown() {
 	}
 	s.dropped += len(s.waiting)
 	s.waiting = nil
-	if s.hasMakeError {
-		s.makeError.Free()
-		s.hasMakeError = false
-	}
 }

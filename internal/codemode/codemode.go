@@ -139,6 +139,10 @@ type Options struct {
 	// still running after their Run returned (see Limiter); nil means no
 	// bound.
 	Limiter *Limiter
+	// Warm, shared by every Run of the process, keeps sandboxes ready
+	// before scripts ask for them (see Warm); nil builds each one when its
+	// script asks.
+	Warm *Warm
 }
 
 func (o *Options) withDefaults() Options {
@@ -206,7 +210,8 @@ const (
 // has returned, and no call can start any more.
 //
 // Run returns within the budget plus Options.AbandonGrace. The sandbox is normally
-// gone by then too, but the engine checks for an interrupt only between
+// gone by then too (with Options.Warm, its goroutine closes it right after),
+// but the engine checks for an interrupt only between
 // calls and loop iterations, so one long built-in call (a naive string
 // search in megabytes of text, a sort of a million elements) runs to its
 // end; Run then returns without it, and its goroutine closes the VM when

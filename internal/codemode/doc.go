@@ -3,10 +3,12 @@
 // tells the model what it can call.
 //
 //	limiter := codemode.NewLimiter(0)     // once, in main, shared by every run
+//	warm := codemode.NewWarm(nil)         // likewise; warm.Close() at shutdown
 //	listing := codemode.ListTools(tools)  // the list_mcp_tools output
 //	out := codemode.Run(ctx, in.Script, tools, caller, &codemode.Options{
 //		Timeout: time.Duration(in.TimeoutMs) * time.Millisecond,
 //		Limiter: limiter,
+//		Warm:    warm,
 //	})
 //	// out is {result, logs, error?}: the run_mcp_script output
 //
@@ -15,9 +17,12 @@
 //
 // # The sandbox
 //
-// Every Run gets a new QuickJS VM (modernc.org/quickjs, pure Go), closed
-// before Run returns. Before the script runs, every global not on an
-// allow-list of pure built-ins is deleted (eval, SharedArrayBuffer,
+// Every Run gets a new QuickJS VM (modernc.org/quickjs, pure Go), which no
+// other script ever sees. Without a Warm it is built when Run starts and
+// closed before Run returns; a Warm builds it before the script asks for it
+// and closes it right after Run returns, in its own goroutine, so that
+// neither is on the script's path. Before the script runs, every global not
+// on an allow-list of pure built-ins is deleted (eval, SharedArrayBuffer,
 // Atomics, WeakRef and FinalizationRegistry among them; QuickJS brings no
 // require, process, fetch, timers or WebAssembly), the Function,
 // AsyncFunction, GeneratorFunction and AsyncGeneratorFunction constructors

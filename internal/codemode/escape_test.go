@@ -98,22 +98,24 @@ try { (function () {}).constructor("return 1"); return ok } catch (e) { return [
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := &recorder{}
-			out := run(t, r, tt.script, nil)
-			if tt.want == "SyntaxError" {
-				// A static import cannot be written in a function body.
-				if out.Failure != FailureScript || !strings.HasPrefix(out.Error, "SyntaxError:") {
-					t.Errorf("got %+v, want a SyntaxError", out)
+		for _, kind := range sandboxKinds() {
+			t.Run(tt.name+"/"+kind, func(t *testing.T) {
+				r := &recorder{}
+				out := runIn(t, kind, r, tt.script, nil)
+				if tt.want == "SyntaxError" {
+					// A static import cannot be written in a function body.
+					if out.Failure != FailureScript || !strings.HasPrefix(out.Error, "SyntaxError:") {
+						t.Errorf("got %+v, want a SyntaxError", out)
+					}
+					return
 				}
-				return
-			}
-			if diff := cmp.Diff(got{Result: tt.want, Logs: []string{}}, view(out)); diff != "" {
-				t.Errorf("Run(%q) (-want +got):\n%s", tt.script, diff)
-			}
-			if calls, _ := r.snapshot(); len(calls) > 0 {
-				t.Errorf("calls %q, want none", calls)
-			}
-		})
+				if diff := cmp.Diff(got{Result: tt.want, Logs: []string{}}, view(out)); diff != "" {
+					t.Errorf("Run(%q) (-want +got):\n%s", tt.script, diff)
+				}
+				if calls, _ := r.snapshot(); len(calls) > 0 {
+					t.Errorf("calls %q, want none", calls)
+				}
+			})
+		}
 	}
 }

@@ -118,11 +118,37 @@ func (r *recorder) snapshot() (calls, events []string) {
 	return append([]string(nil), r.calls...), append([]string(nil), r.events...)
 }
 
-// run runs script over testTools with a generous budget.
+// run runs script over testTools with a generous budget, in a sandbox a
+// Warm had ready, as in runnel serve. (The tests that call Run themselves
+// get a sandbox built for the script.)
 func run(t *testing.T, r *recorder, script string, opts *Options) Output {
 	t.Helper()
-	if opts == nil {
-		opts = &Options{Timeout: time.Minute}
+	return runIn(t, "warm", r, script, opts)
+}
+
+// sandboxKinds are the ways a Run gets its sandbox: "fresh", built for the
+// script, and "warm", built before and taken from a Warm.
+func sandboxKinds() []string { return []string{"fresh", "warm"} }
+
+// runIn is run in a sandbox of the kind given.
+func runIn(t *testing.T, kind string, r *recorder, script string, opts *Options) Output {
+	t.Helper()
+	o := Options{Timeout: time.Minute}
+	if opts != nil {
+		o = *opts
 	}
-	return Run(context.Background(), script, testTools(), r, opts)
+	if kind == "fresh" {
+		return Run(context.Background(), script, testTools(), r, &o)
+	}
+	var rec sandboxRecorder
+	o.Warm = rec.watch(NewWarm(&WarmOptions{MemoryLimit: o.MemoryLimit}))
+	defer o.Warm.Close()
+	o.Warm.awaitReady(t)
+	out := runWith(context.Background(), script, testTools(), r, &o, rec.hooks())
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.used) != 1 || rec.used[0] != rec.built[0] {
+		t.Errorf("the script did not get the sandbox the Warm had ready")
+	}
+	return out
 }

@@ -122,4 +122,6 @@ type hooks struct {
 	log func(line string)
 	// evalTimeout sees the timeout each entry into JS is given.
 	evalTimeout func(time.Duration)
+	// sandbox sees the sandbox the session got, before the script runs.
+	sandbox func(*sandbox)
 }

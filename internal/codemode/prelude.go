@@ -17,11 +17,20 @@ var preludeBytecode = sync.OnceValues(func() ([]byte, error) {
 	return vm.Compile(prelude, quickjs.EvalGlobal)
 })
 
-// prelude runs in every fresh sandbox before the script. It is a function of
-// the tool list (JSON [[server, tool, accessor], ...]), the result limit and
-// the log limit, and returns {settle, error}: the function that reports how
-// the script's promise settled, and the one that makes the Error a failed
-// call rejects with.
+// prelude runs in every sandbox when it is built, before any script is
+// known (see Warm), and returns {install, settle, resolve, reject}, which Go
+// keeps and the script never reaches:
+//   - install gives the sandbox its script's tools and limits, once, when the
+//     sandbox is handed to its script: the tool list (JSON [[server, tool,
+//     accessor], ...]; a tool is called by its index in the list), the
+//     result limit and the log limit;
+//   - settle reports how the script's promise settled;
+//   - resolve settles a call's promise with its content, parsed when it may
+//     be JSON (see jsonShaped), and the text when it turns out not to be (a
+//     SyntaxError; any other error, such as running out of memory, is the
+//     script's);
+//   - reject rejects a call's promise with an Error whose message is the
+//     failure's.
 //
 // It takes the three host functions off the global object (so the script
 // only reaches them through the wrappers), deletes every global not on the
@@ -37,7 +46,7 @@ var preludeBytecode = sync.OnceValues(func() ([]byte, error) {
 // its own references to the built-ins it uses: a script that replaces
 // JSON.stringify or Promise.prototype.then changes nothing here. It avoids
 // template literals because it lives in a Go raw string.
-const prelude = `(function runnel$prelude(toolList, maxResult, maxLog) {
+const prelude = `(function runnel$prelude() {
 "use strict";
 var g = globalThis;
 var call = g.__runnel_call, log = g.__runnel_log, report = g.__runnel_report;
@@ -46,6 +55,7 @@ var defineProperty = Object.defineProperty, freeze = Object.freeze, create = Obj
 var getPrototypeOf = Object.getPrototypeOf, ownKeys = Reflect.ownKeys, apply = Reflect.apply;
 var slice = String.prototype.slice;
 var ErrorCtor = Error, TypeErrorCtor = TypeError, InternalErrorCtor = InternalError;
+var SyntaxErrorProto = SyntaxError.prototype;
 var StringCtor = String, PromiseCtor = Promise;
 var promiseThen = Promise.prototype.then, promiseResolve = Promise.resolve, promiseReject = Promise.reject;
 
@@ -84,10 +94,9 @@ runnel$forbid("AsyncGeneratorFunction", getPrototypeOf(async function* () {}));
 defineProperty(g, "Function", {value: FunctionThrower, writable: true, enumerable: false, configurable: true});
 
 // A tool is a plain function returning the host's promise, which the host
-// resolves with the result or rejects with an Error from runnel$error: no
-// async function and no reaction of our own per call. It still never
-// throws, it rejects.
-function runnel$tool(server, name, label) {
+// settles through runnel$resolve and runnel$reject: no async function and
+// no reaction of our own per call. It still never throws, it rejects.
+function runnel$tool(index, label) {
 	return function runnel$call(args) {
 		if (args === undefined) args = {};
 		if (args === null || typeof args !== "object" || isArray(args)) {
@@ -99,21 +108,28 @@ function runnel$tool(server, name, label) {
 		} catch (e) {
 			return apply(promiseReject, PromiseCtor, [e]);
 		}
-		var promise = call(server, name, json);
+		var promise = call(index, json);
 		if (promise === undefined) return apply(promiseReject, PromiseCtor, [new ErrorCtor("out of memory")]);
 		return promise;
 	};
 }
-var tools = create(null);
-var list = parse(toolList);
-for (var i = 0; i < list.length; i++) {
-	var server = list[i][0], name = list[i][1];
-	if (tools[server] === undefined) tools[server] = create(null);
-	tools[server][name] = runnel$tool(server, name, list[i][2]);
+var installed = false, maxResult = 0;
+function runnel$install(toolList, resultLimit, logLimit) {
+	if (installed) throw new TypeErrorCtor("sandbox: installed twice");
+	installed = true;
+	maxResult = resultLimit;
+	room = logLimit;
+	var tools = create(null);
+	var list = parse(toolList);
+	for (var i = 0; i < list.length; i++) {
+		var server = list[i][0], name = list[i][1];
+		if (tools[server] === undefined) tools[server] = create(null);
+		tools[server][name] = runnel$tool(i, list[i][2]);
+	}
+	var servers = ownKeys(tools);
+	for (var i = 0; i < servers.length; i++) freeze(tools[servers[i]]);
+	defineProperty(g, "tools", {value: freeze(tools), writable: false, enumerable: false, configurable: false});
 }
-var servers = ownKeys(tools);
-for (var i = 0; i < servers.length; i++) freeze(tools[servers[i]]);
-defineProperty(g, "tools", {value: freeze(tools), writable: false, enumerable: false, configurable: false});
 
 function runnel$format(args) {
 	var out = "";
@@ -135,7 +151,7 @@ function runnel$format(args) {
 	}
 	return out;
 }
-var room = maxLog;
+var room = -1; // until install: nothing is logged
 function runnel$console(prefix) {
 	return function runnel$log() {
 		if (room < 0) return;
@@ -185,11 +201,24 @@ function runnel$rejected(e) {
 	else report("error", runnel$describe(e));
 }
 return {
+	install: runnel$install,
 	settle: function runnel$settle(p) {
 		apply(promiseThen, apply(promiseResolve, PromiseCtor, [p]), [runnel$fulfilled, runnel$rejected]);
 	},
-	error: function runnel$error(message) {
-		return new ErrorCtor(message);
+	resolve: function runnel$resolve(resolve, content, maybeJSON, text) {
+		var value = content;
+		if (maybeJSON) {
+			try {
+				value = parse(content);
+			} catch (e) {
+				if (getPrototypeOf(e) !== SyntaxErrorProto) throw e;
+				value = text === null ? content : text;
+			}
+		}
+		resolve(value);
+	},
+	reject: function runnel$reject(reject, message) {
+		reject(new ErrorCtor(message));
 	}
 };
 })`

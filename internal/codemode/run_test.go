@@ -134,20 +134,22 @@ func TestRun(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := &recorder{}
-			out := run(t, r, tt.script, nil)
-			if tt.want.Logs == nil {
-				tt.want.Logs = []string{}
-			}
-			if diff := cmp.Diff(tt.want, view(out)); diff != "" {
-				t.Errorf("Run(%q) (-want +got):\n%s", tt.script, diff)
-			}
-			calls, _ := r.snapshot()
-			if diff := cmp.Diff(tt.calls, calls); diff != "" {
-				t.Errorf("calls (-want +got):\n%s", diff)
-			}
-		})
+		for _, kind := range sandboxKinds() {
+			t.Run(tt.name+"/"+kind, func(t *testing.T) {
+				r := &recorder{}
+				out := runIn(t, kind, r, tt.script, nil)
+				if tt.want.Logs == nil {
+					tt.want.Logs = []string{}
+				}
+				if diff := cmp.Diff(tt.want, view(out)); diff != "" {
+					t.Errorf("Run(%q) (-want +got):\n%s", tt.script, diff)
+				}
+				calls, _ := r.snapshot()
+				if diff := cmp.Diff(tt.calls, calls); diff != "" {
+					t.Errorf("calls (-want +got):\n%s", diff)
+				}
+			})
+		}
 	}
 }
 
@@ -373,5 +375,39 @@ func TestOutputJSON(t *testing.T) {
 	want := `{"result":null,"logs":["hi"],"error":"Error: x\n    at \u003canonymous\u003e (\u003cscript\u003e:1:35)"}`
 	if diff := cmp.Diff(want, string(b)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestRunContent checks what a call resolves to: the parsed JSON when its
+// content is JSON, whatever white space surrounds it, and the text as it
+// came otherwise, also when it has the shape of JSON at its ends.
+func TestRunContent(t *testing.T) {
+	tests := []struct{ content, want string }{
+		{`{"a": [1, 2]}`, `{"a":[1,2]}`},
+		{" \n[1, 2]\t ", `[1,2]`},
+		{"\u00a0\f42\v", `42`},
+		{`-1.5e3`, `-1500`},
+		{`"quoted"`, `"quoted"`},
+		{`true`, `true`},
+		{`null`, `null`},
+		{`plain text`, `"plain text"`},
+		{`nullish`, `"nullish"`},
+		{`[1] done, [2] failed`, `"[1] done, [2] failed"`},
+		{" 3 of 4 ", `" 3 of 4 "`},
+		{`{"unterminated": [}`, `"{\"unterminated\": [}"`},
+		{`"`, `"\""`},
+		{`-`, `"-"`},
+		{``, `""`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.content, func(t *testing.T) {
+			caller := CallerFunc(func(context.Context, string, string, json.RawMessage) (CallResult, error) {
+				return CallResult{Content: tt.content}, nil
+			})
+			out := Run(context.Background(), `return await tools.s.c({})`, []Tool{{Server: "s", Name: "c"}}, caller, nil)
+			if diff := cmp.Diff(got{Result: tt.want, Logs: []string{}}, view(out)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -19,21 +19,22 @@ type toolKey struct{ server, tool string }
 
 // session is one Run: one VM, the event loop around it, and the tool calls
 // in flight. The VM and the fields without a comment belong to the
-// session's goroutine, the only one that touches the VM; the call
+// session's goroutine, the only one that touches the VM while the script
+// runs (a Warm's goroutine builds it before and closes it after); the call
 // goroutines only send on results.
 type session struct {
-	parent       context.Context // the caller's: its end means cancelled, not timed out
-	budget       context.Context // parent with the timeout
-	calls        context.Context // budget, also cancelled when the script settles: the calls' context
-	cancelCalls  context.CancelFunc
-	deadline     time.Time
-	opts         Options
-	caller       Caller
-	known        map[toolKey]bool
-	order        []toolKey // known, in the order given
-	vm           *quickjs.VM
-	makeError    quickjs.Value // the prelude's runnel$error, while hasMakeError; freed by shutdown
-	hasMakeError bool
+	parent      context.Context // the caller's: its end means cancelled, not timed out
+	budget      context.Context // parent with the timeout
+	calls       context.Context // budget, also cancelled when the script settles: the calls' context
+	cancelCalls context.CancelFunc
+	deadline    time.Time
+	opts        Options
+	caller      Caller
+	order       []toolKey // the tools, in the order given, without duplicates; a script calls them by index
+	vm          *quickjs.VM
+	// resolve and reject are the prelude's runnel$resolve and
+	// runnel$reject, which the sandbox frees.
+	resolve, reject quickjs.Value
 
 	results chan callDone // capacity MaxConcurrentCalls, so a call never blocks sending
 	wg      sync.WaitGroup
@@ -53,7 +54,7 @@ type session struct {
 	logs      []string
 	logRoom   int
 	abandoned bool // Run has returned without the VM: no call may start
-	vmEnded   bool // the VM is closed and the Output sent
+	vmEnded   bool // the VM is closed (or handed to the Warm) and the Output sent
 }
 
 // runWith is Run, with the hooks of tests.
@@ -74,15 +75,15 @@ func runWith(ctx context.Context, script string, tools []Tool, caller Caller, op
 		deadline:    deadline,
 		opts:        o,
 		caller:      caller,
-		known:       make(map[toolKey]bool, len(tools)),
 		results:     make(chan callDone, o.MaxConcurrentCalls),
 		logRoom:     o.MaxLogBytes,
 		hooks:       h,
 	}
+	known := make(map[toolKey]bool, len(tools))
 	for _, t := range tools {
 		k := toolKey{t.Server, t.Name}
-		if !s.known[k] {
-			s.known[k] = true
+		if !known[k] {
+			known[k] = true
 			s.order = append(s.order, k)
 		}
 	}
@@ -155,7 +156,8 @@ func (s *session) abandon(done <-chan Output) Output {
 }
 
 // vmGone is the last thing the VM's goroutine does, after the VM is closed
-// and the Output sent: an abandoned sandbox leaves the Limiter's count.
+// (or handed to the Warm, which closes it next) and the Output sent: an
+// abandoned sandbox leaves the Limiter's count.
 func (s *session) vmGone() {
 	s.mu.Lock()
 	s.vmEnded = true
@@ -167,17 +169,21 @@ func (s *session) vmGone() {
 }
 
 func (s *session) run(script string) Output {
-	vm, err := quickjs.NewVM()
-	if err != nil {
-		return internalFailure()
+	sb := s.opts.Warm.take(s.opts.MemoryLimit)
+	if sb == nil {
+		var err error
+		if sb, err = newSandbox(s.opts.MemoryLimit); err != nil {
+			return s.failure(err)
+		}
 	}
-	s.vm = vm
-	defer vm.Close()
-	vm.SetMemoryLimit(uintptr(s.opts.MemoryLimit))
-	// Atomics.wait would block the goroutine beyond the reach of the
-	// interrupt; Atomics is gone anyway, this makes sure.
-	vm.SetCanBlock(false)
-	vm.SetModuleLoader(refuseImport, nil)
+	// Without a Warm the sandbox is closed here; a Warm's goroutine closes
+	// it after Run has returned, off the caller's path.
+	defer s.opts.Warm.retire(sb)
+	if s.hooks.sandbox != nil {
+		s.hooks.sandbox(sb)
+	}
+	sb.attach(s)
+	vm := sb.vm
 
 	// The eval timeout stops JS when the budget ends; Interrupt stops it
 	// when the caller goes away meanwhile.
@@ -193,7 +199,7 @@ func (s *session) run(script string) Output {
 	}()
 	defer s.shutdown()
 
-	if out, failed := s.start(script); failed {
+	if out, failed := s.start(sb, script); failed {
 		return out
 	}
 	if out, failed := s.loop(); failed {
@@ -203,46 +209,15 @@ func (s *session) run(script string) Output {
 	return s.finish()
 }
 
-// start sets up the sandbox and runs the script's synchronous part.
-func (s *session) start(script string) (Output, bool) {
-	for name, fn := range map[string]any{
-		"__runnel_call":   s.hostCall,
-		"__runnel_log":    s.hostLog,
-		"__runnel_report": s.hostReport,
-	} {
-		if err := s.vm.RegisterFunc(name, fn, false); err != nil {
-			return internalFailure(), true
-		}
-	}
+// start gives the sandbox the script's tools and limits and runs the
+// script's synchronous part.
+func (s *session) start(sb *sandbox, script string) (Output, bool) {
 	if err := s.enter(); err != nil {
 		return s.failure(err), true
 	}
-	bytecode, err := preludeBytecode()
-	if err != nil {
-		return internalFailure(), true
-	}
-	setup, err := s.vm.EvalBytecodeValue(bytecode)
-	if err != nil {
+	if _, err := sb.install.Call(quickjs.UndefinedValue, s.toolList(), s.opts.MaxResultBytes, s.opts.MaxLogBytes); err != nil {
 		return s.failure(err), true
 	}
-	defer setup.Free()
-	if err := s.enter(); err != nil {
-		return s.failure(err), true
-	}
-	fns, err := setup.CallValue(quickjs.UndefinedValue, s.toolList(), s.opts.MaxResultBytes, s.opts.MaxLogBytes)
-	if err != nil {
-		return s.failure(err), true
-	}
-	defer fns.Free()
-	settle, err := s.property(fns, "settle")
-	if err != nil {
-		return s.failure(err), true
-	}
-	defer settle.Free()
-	if s.makeError, err = s.property(fns, "error"); err != nil {
-		return s.failure(err), true
-	}
-	s.hasMakeError = true
 
 	// The script is the body of an async function, so that top-level await
 	// and return work. It starts on the wrapper's line, so that the line
@@ -258,18 +233,10 @@ func (s *session) start(script string) (Output, bool) {
 	if err := s.enter(); err != nil {
 		return s.failure(err), true
 	}
-	if _, err := settle.Call(quickjs.UndefinedValue, promise); err != nil {
+	if _, err := sb.settle.Call(quickjs.UndefinedValue, promise); err != nil {
 		return s.failure(err), true
 	}
 	return Output{}, false
-}
-
-func (s *session) property(v quickjs.Value, name string) (quickjs.Value, error) {
-	atom, err := s.vm.NewAtom(name)
-	if err != nil {
-		return quickjs.Value{}, err
-	}
-	return v.GetPropertyValue(atom)
 }
 
 // toolList is the prelude's tool list: [server, tool, accessor] for each

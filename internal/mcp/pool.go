@@ -23,6 +23,11 @@ import (
 // initializing and listing its tools.
 const DefaultConnectTimeout = 15 * time.Second
 
+// DefaultCallTimeout bounds one tool call: a server that never answers
+// would otherwise hold the run until its own deadline, and the model
+// would never learn which tool failed it.
+const DefaultCallTimeout = 2 * time.Minute
+
 // Options configures Connect. A nil *Options, or a zero field, means the
 // documented default.
 type Options struct {
@@ -30,6 +35,10 @@ type Options struct {
 	// ConnectTimeout bounds connecting to each server; 0 is
 	// DefaultConnectTimeout.
 	ConnectTimeout time.Duration
+	// CallTimeout bounds each tool call, from the request to the whole
+	// answer; 0 is DefaultCallTimeout. A call past it is cancelled (the
+	// server is told) and fails with a sentence naming the tool.
+	CallTimeout time.Duration
 	// MaxOutputBytes caps one call's Result.Content; 0 is
 	// DefaultMaxOutputBytes.
 	MaxOutputBytes int
@@ -69,6 +78,9 @@ func (o *Options) withDefaults() *Options {
 	}
 	if v.ConnectTimeout <= 0 {
 		v.ConnectTimeout = DefaultConnectTimeout
+	}
+	if v.CallTimeout <= 0 {
+		v.CallTimeout = DefaultCallTimeout
 	}
 	if v.MaxOutputBytes <= 0 {
 		v.MaxOutputBytes = DefaultMaxOutputBytes
@@ -121,6 +133,7 @@ type Pool struct {
 	// unreachable are the servers left out, by name, with why.
 	unreachable []Unreachable
 	maxOutput   int
+	callTimeout time.Duration
 
 	// calls is cancelled by Close, so a call in flight cannot hold the
 	// session open (the SDK's Close waits for outstanding calls).
@@ -195,7 +208,7 @@ func Connect(ctx context.Context, specs []ServerSpec, opts *Options) *Pool {
 	}
 	wg.Wait()
 
-	p := &Pool{byName: make(map[string]toolRef), maxOutput: o.MaxOutputBytes}
+	p := &Pool{byName: make(map[string]toolRef), maxOutput: o.MaxOutputBytes, callTimeout: o.CallTimeout}
 	p.calls, p.cancelCalls = context.WithCancel(context.Background())
 	taken := make(map[string]bool)
 	for i, oc := range outcomes {
@@ -479,6 +492,11 @@ func (p *Pool) Notices() []string {
 // ErrClosed is returned by Call after Close.
 var ErrClosed = errors.New("the MCP connections of this run are closed")
 
+// callTimedOut is the cause of a call cancelled by the call timeout.
+type callTimedOut struct{ after time.Duration }
+
+func (c callTimedOut) Error() string { return fmt.Sprintf("no answer within %s", c.after) }
+
 // Call calls a tool by its qualified name with the model's arguments (a
 // JSON object; empty means {}). A result the server marks isError is a
 // Result, not an error: the model should see it. An error means the call
@@ -504,7 +522,7 @@ func (p *Pool) Call(ctx context.Context, qualifiedName string, args json.RawMess
 	p.mu.Unlock()
 	defer p.inFlight.Done()
 
-	ctx, cancel := context.WithCancel(withExchange(ctx))
+	ctx, cancel := context.WithTimeoutCause(withExchange(ctx), p.callTimeout, callTimedOut{p.callTimeout})
 	defer cancel()
 	stop := context.AfterFunc(p.calls, cancel)
 	defer stop()
@@ -538,21 +556,46 @@ func (s *server) callError(ctx context.Context, tool string, err error) error {
 	case codeStreamTooLong:
 		return fmt.Errorf("MCP server %q: while runnel waited for the answer to %q, the server %s", s.spec.Name, tool, lim.tooLong())
 	}
+	var timedOut callTimedOut
+	if errors.As(context.Cause(ctx), &timedOut) {
+		return fmt.Errorf("MCP server %q: the call to %q got no answer within %s; the server was asked to cancel it", s.spec.Name, tool, timedOut.after)
+	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("MCP server %q: call to %q ended: %w", s.spec.Name, tool, context.Cause(ctx))
 	}
 	if s.http == nil {
-		if s.stdout.over.Load() || errors.Is(err, mcp.ErrConnectionClosed) {
+		if s.stdout.over.Load() || programGone(err) {
 			return fmt.Errorf("MCP server %q: call to %q failed: %s", s.spec.Name, tool, s.stdioFailure("the call", err))
 		}
 	} else if reason := s.http.headers.endedReason(); reason != "" {
 		return fmt.Errorf("MCP server %q: call to %q failed: %s", s.spec.Name, tool, reason)
+	}
+	if errors.Is(err, errRejected) {
+		// Not the server's answer: the SDK's code for a request whose
+		// HTTP exchange failed (the connection refused or cut under it).
+		return fmt.Errorf("MCP server %q: call to %q failed: the request got no answer (%s)", s.spec.Name, tool, s.scrub.message(exchangeFailure(err)))
 	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
 		return fmt.Errorf("MCP server %q answered the call to %q with an error: %s (code %d)", s.spec.Name, tool, s.scrub.message(rpcErr.Message), rpcErr.Code)
 	}
 	return fmt.Errorf("MCP server %q: call to %q failed: %s", s.spec.Name, tool, s.scrub.message(err.Error()))
+}
+
+// errRejected matches the error the SDK gives a request that its
+// transport could not deliver or get an answer to (its internal
+// jsonrpc2.ErrRejected, code -32005): a *jsonrpc.Error, but not one the
+// server sent. jsonrpc.Error's Is compares codes.
+var errRejected = &jsonrpc.Error{Code: -32005}
+
+// exchangeFailure is what failed under a rejected request: the HTTP
+// client's error without the URL it names, or the whole error.
+func exchangeFailure(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
 }
 
 // Close closes every session, whatever state it is in. Calls in flight

@@ -393,3 +393,48 @@ func TestSessionsClosed(t *testing.T) {
 		})
 	}
 }
+
+// TestCallTimeout: a call the server never answers ends at the call
+// timeout with a sentence naming the tool, not the caller's deadline, and
+// the server is told to stop; the session goes on.
+func TestCallTimeout(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	opts := allowLoopback()
+	opts.CallTimeout = 100 * time.Millisecond
+	pool := Connect(t.Context(), []ServerSpec{httpSpec("mem", f.url)}, opts)
+	defer pool.Close()
+	_, err := pool.Call(t.Context(), "mcp__mem__slow", nil)
+	want := `MCP server "mem": the call to "slow" got no answer within 100ms; the server was asked to cancel it`
+	if err == nil || err.Error() != want || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("call = %v, want %q", err, want)
+	}
+	await(t, f.slowCancelled, "the server to see the call cancelled")
+	if res, err := pool.Call(t.Context(), "mcp__mem__echo", json.RawMessage(`{"text":"still here"}`)); err != nil || res.Content != "echo: still here" {
+		t.Errorf("the next call = %+v, %v", res, err)
+	}
+}
+
+// TestDroppedCall: a server whose connection breaks under a call is not
+// reported as having answered with an error: the SDK's own code for a
+// failed exchange (-32005) is not the server's.
+func TestDroppedCall(t *testing.T) {
+	h := newHostile(t, hostileOptions{}, func(_ *hostile, w http.ResponseWriter, _ *http.Request, call hostileCall) bool {
+		if call.Params.Name != "drop" {
+			return false
+		}
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+		return true
+	})
+	pool := Connect(t.Context(), []ServerSpec{httpSpec("h", h.url)}, allowLoopback())
+	defer pool.Close()
+	_, err := pool.Call(t.Context(), "mcp__h__drop", nil)
+	want := `MCP server "h": call to "drop" failed: the request got no answer (EOF)`
+	if err == nil || err.Error() != want {
+		t.Errorf("call = %v, want %q", err, want)
+	}
+	if res, err := pool.Call(t.Context(), "mcp__h__echo", json.RawMessage(`{"text":"after"}`)); err != nil || res.Content != "echo: after" {
+		t.Errorf("the next call = %+v, %v", res, err)
+	}
+}

@@ -107,7 +107,7 @@ func (s *server) stdioFailure(method string, err error) string {
 	switch {
 	case s.stdout.over.Load():
 		return "a message it sent is " + limits{message: s.stdout.limit}.tooLarge()
-	case errors.Is(err, mcp.ErrConnectionClosed):
+	case programGone(err):
 		reason := "its program stopped before answering " + method
 		if tail := strings.TrimSpace(s.program.stderr()); tail != "" {
 			reason += "; it wrote: " + finalLine(tail)
@@ -115,6 +115,13 @@ func (s *server) stdioFailure(method string, err error) string {
 		return s.scrub.message(reason)
 	}
 	return method + " failed: " + s.scrub.message(err.Error())
+}
+
+// programGone reports whether err says a stdio server's output ended: the
+// SDK's closed connection, or the end of the output itself when the
+// program died with a call in flight.
+func programGone(err error) bool {
+	return errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // errLineTooLong ends the reading of a stdio server that sent a line

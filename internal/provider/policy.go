@@ -29,7 +29,9 @@ const (
 // A failed attempt is retried, after an exponential backoff (or the
 // server's Retry-After, both capped by MaxBackoff), only when its error is
 // a retryable *Error or a first-token timeout and the attempt emitted no
-// chunk: once a chunk reached the caller a retry would repeat it. Every
+// chunk: once a chunk reached the caller a retry would repeat it; and only
+// when the wait ends before ctx's deadline, otherwise the failure is final
+// at once, saying how long the retry would have waited. Every
 // final failure is a *runnel.Error: CodeTimeout for a deadline of the
 // policy, CodeProviderError (wrapping the *Error) for everything else. When
 // ctx itself ends, Stream returns context.Cause(ctx) unchanged.
@@ -84,6 +86,12 @@ func (pm *policyModel) Stream(ctx context.Context, req *Request, emit func(Chunk
 		wait, retry := pm.retryAfter(err, emitted, attempt)
 		if !retry {
 			return nil, pm.final(err, attempt)
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
+			// The retry would start after ctx ends: fail now, with what
+			// went wrong, instead of sleeping into a deadline that would
+			// only say time ran out.
+			return nil, pm.tooLate(err, attempt, wait)
 		}
 		if err := sleep(ctx, wait); err != nil {
 			return nil, err
@@ -195,6 +203,19 @@ func (pm *policyModel) final(err error, attempts int) error {
 		return &runnel.Error{Code: runnel.CodeProviderError, Message: fmt.Sprintf("%s (%s)", pe.Message, tries), Err: pe}
 	}
 	return &runnel.Error{Code: runnel.CodeProviderError, Message: fmt.Sprintf("the model call failed (%s)", tries), Err: err}
+}
+
+// tooLate is final's error for a failure whose retry, after wait, would
+// come past the caller's deadline.
+func (pm *policyModel) tooLate(err error, attempts int, wait time.Duration) error {
+	err = pm.final(err, attempts)
+	var re *runnel.Error
+	if errors.As(err, &re) {
+		re2 := *re
+		re2.Message = fmt.Sprintf("%s; the next attempt would have waited %s, past the run's deadline", re.Message, wait)
+		return &re2
+	}
+	return err
 }
 
 // sleep waits d or until ctx ends.

@@ -230,6 +230,57 @@ func TestPolicyDeadlines(t *testing.T) {
 	}
 }
 
+// A retry that could only start after the caller's deadline is not waited
+// for: the failure is final at once, with what went wrong, rather than a
+// deadline that says only that time ran out.
+func TestPolicyRetryPastTheDeadline(t *testing.T) {
+	rateLimited := func(after time.Duration) func(context.Context, func(provider.Chunk)) (*provider.Response, error) {
+		return fail(&provider.Error{Status: 429, Retryable: true, RetryAfter: after, Message: "fake: HTTP 429"})
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []func(context.Context, func(provider.Chunk)) (*provider.Response, error)
+		want  outcome
+	}{{
+		name:  "Retry-After past the deadline",
+		steps: []func(context.Context, func(provider.Chunk)) (*provider.Response, error){rateLimited(20 * time.Second), succeed()},
+		want: outcome{Starts: []time.Duration{0}, Code: runnel.CodeProviderError,
+			Message: "fake: HTTP 429 (after 1 attempt); the next attempt would have waited 20s, past the run's deadline"},
+	}, {
+		name:  "a backoff past the deadline",
+		steps: []func(context.Context, func(provider.Chunk)) (*provider.Response, error){fail(retryable(503)), fail(retryable(503)), succeed()},
+		want: outcome{Starts: []time.Duration{0, 8 * time.Second}, Code: runnel.CodeProviderError,
+			Message: "fake: HTTP Service Unavailable (after 2 attempts); the next attempt would have waited 16s, past the run's deadline"},
+	}, {
+		name:  "Retry-After within the deadline",
+		steps: []func(context.Context, func(provider.Chunk)) (*provider.Response, error){rateLimited(9 * time.Second), succeed("ok")},
+		want:  outcome{Starts: []time.Duration{0, 9 * time.Second}, Chunks: []string{"ok"}},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+				defer cancel()
+				s := newScript(tc.steps...)
+				var got outcome
+				_, err := provider.WithPolicy(s, provider.Policy{BaseBackoff: 8 * time.Second}).Stream(ctx, &provider.Request{}, func(c provider.Chunk) {
+					got.Chunks = append(got.Chunks, c.Text)
+				})
+				got.Starts = s.starts
+				if err != nil {
+					got.Code, got.Message = runnel.ErrorCodeOf(err), err.Error()
+				}
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("outcome (-want +got):\n%s", diff)
+				}
+				var pe *provider.Error
+				if err != nil && !errors.As(err, &pe) {
+					t.Errorf("error %v does not wrap the *provider.Error", err)
+				}
+			})
+		})
+	}
+}
+
 // The time the caller spends in emit is not the model's silence.
 func TestPolicySlowConsumerIsNotIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

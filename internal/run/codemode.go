@@ -27,7 +27,7 @@ import (
 // call. So they are allowed unless a rule names them (deny run_mcp_script
 // to forbid scripts); under a default of ask, asking for the script as well
 // as for its calls would ask twice.
-func codeModeTools(g *gate, p *plan, pool *mcp.Pool, limiter *codemode.Limiter) []provider.Tool {
+func codeModeTools(g *gate, p *plan, pool *mcp.Pool, limiter *codemode.Limiter, warm *codemode.Warm) []provider.Tool {
 	if !p.codeMode || pool == nil {
 		return nil
 	}
@@ -60,7 +60,7 @@ func codeModeTools(g *gate, p *plan, pool *mcp.Pool, limiter *codemode.Limiter) 
 		ownDefault: permission.Allow,
 		kind:       "code",
 		run: func(ctx context.Context, c harness.Call) harness.ToolResult {
-			return runScript(ctx, p.log, c.Input, &codemode.Options{Timeout: p.scriptTimeout, Limiter: limiter}, sandboxTools, scripts)
+			return runScript(ctx, p.log, c.Input, &codemode.Options{Timeout: p.scriptTimeout, Limiter: limiter, Warm: warm}, sandboxTools, scripts)
 		},
 	}
 	return []provider.Tool{

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/runnel/runnel"
+	"github.com/runnel/runnel/internal/codemode"
 	"github.com/runnel/runnel/internal/llmtest"
 	rmcp "github.com/runnel/runnel/internal/mcp"
 	"github.com/runnel/runnel/internal/mcp/mcptest"
@@ -291,6 +292,30 @@ func TestCodeModeScriptsNeverUseStoredApprovals(t *testing.T) {
 	}
 	if n := f.adds.Load(); n != 0 {
 		t.Errorf("the server ran add %d times on an approval given for a direct call", n)
+	}
+	f.requireClosed(t)
+}
+
+// TestCodeModeWarm runs scripts through a Manager whose sandboxes a
+// codemode.Warm keeps ready, as runnel serve does: each run's script gets
+// a sandbox of its own, and nothing one script leaves reaches the next.
+func TestCodeModeWarm(t *testing.T) {
+	f := newMCPFixture(t)
+	warm := codemode.NewWarm(nil)
+	defer warm.Close()
+	m := NewManager(&Options{MCPGuard: rmcp.GuardOptions{HostAllowlist: []string{"127.0.0.1"}}, ScriptWarm: warm})
+	const script = `if (typeof left !== "undefined") throw new Error("the last script's global is here");
+globalThis.left = 1;
+return (await tools.mem.add({a: 1, b: 2})).sum`
+	for i := range 3 {
+		req, _ := codeModeRequest(t, f, script, 0)
+		res, err := m.Run(context.Background(), req, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `{"result":3,"logs":[]}`; res.Status != runnel.StatusCompleted || res.Output != want {
+			t.Errorf("run %d: status %q output %q, want completed with %q", i, res.Status, res.Output, want)
+		}
 	}
 	f.requireClosed(t)
 }

@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == sandbox.InitCommand {
 		os.Exit(sandbox.Init(os.Args[2:])) // the isolated sandbox's init (sandbox_test.go)
 	}
+	if len(os.Args) > 1 && os.Args[1] == stdioFixtureCommand {
+		os.Exit(serveStdioFixture()) // a stdio MCP server (faults_mcp_test.go)
+	}
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
 		if fakeAgent.dir != "" {
 			os.RemoveAll(fakeAgent.dir)

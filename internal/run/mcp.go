@@ -27,6 +27,7 @@ func (m *Manager) connectMCP(ctx context.Context, p *plan, ws *sandbox.Workspace
 	pool := mcp.Connect(ctx, p.mcp, &mcp.Options{
 		Guard:          m.opts.MCPGuard,
 		ConnectTimeout: m.opts.MCPConnectTimeout,
+		CallTimeout:    m.opts.MCPCallTimeout,
 		Logger:         p.log,
 		Stdio:          stdioStarter(ws),
 		Propagate:      p.obs.Inject,

@@ -144,6 +144,10 @@ type Options struct {
 	// MCPConnectTimeout bounds connecting to one MCP server and listing
 	// its tools (default mcp.DefaultConnectTimeout).
 	MCPConnectTimeout time.Duration
+	// MCPCallTimeout bounds one MCP tool call (default
+	// mcp.DefaultCallTimeout); a call past it is a tool error naming the
+	// tool, and the model goes on.
+	MCPCallTimeout time.Duration
 	// AttachmentsURL is where attachment blocks that carry only an id are
 	// fetched from: a URL with {id} and {sessionId} in it (for Agenta,
 	// https://<api>/api/sessions/attachments/{id}/content?session_id={sessionId}).
@@ -182,6 +186,11 @@ type Options struct {
 	// still running after their run gave up on them (codemode.Limiter);
 	// nil means no bound.
 	ScriptLimiter *codemode.Limiter
+	// ScriptWarm, for the whole process, builds code-mode sandboxes
+	// before scripts ask for them and closes them after
+	// (codemode.Warm); nil builds and closes each one on its script's
+	// path.
+	ScriptWarm *codemode.Warm
 }
 
 // Manager runs requests. It is safe for concurrent use; it holds no state

@@ -96,7 +96,7 @@ func (m *Manager) gate(p *plan, ws *sandbox.Workspace, pool *mcp.Pool) (*gate, [
 	}
 	advert := append([]provider.Tool(nil), p.advert...)
 	advert = append(advert, mcpTools(g, pool)...)
-	advert = append(advert, codeModeTools(g, p, pool, m.opts.ScriptLimiter)...)
+	advert = append(advert, codeModeTools(g, p, pool, m.opts.ScriptLimiter, m.opts.ScriptWarm)...)
 	if ws == nil || len(p.grants) == 0 {
 		return g, advert
 	}

@@ -223,8 +223,13 @@ func (s *scope) start(cmd *exec.Cmd) error {
 	s.pid = cmd.Process.Pid
 	if err := s.v1.join(); err != nil {
 		// Nothing of the command has run: bwrap holds it until joined.
+		// It is killed, reaped and swept here, as a command that ran is
+		// by its caller: a caller that sees this error has no command to
+		// wait for, and a zombie, a pidfd and the cgroups would otherwise
+		// stay for the life of the process.
 		_ = s.kill(s.pid)
-		return fmt.Errorf("bounding the command: %w", err)
+		_ = cmd.Wait()
+		return errors.Join(fmt.Errorf("bounding the command: %w", err), s.end())
 	}
 	return nil
 }

@@ -3,7 +3,7 @@
 # whole suite"). Every driver measures each contestant beside its peers in the
 # same invocation, with CPU time beside wall time where the driver reads it.
 #
-#   bash bench/all.sh                 # full budgets, about 12–15 minutes
+#   bash bench/all.sh                 # full budgets, about 27 minutes
 #   bash bench/all.sh --quick         # a smoke run of every benchmark, about 3 minutes
 #   bash bench/all.sh --out DIR       # results directory (default bench/results/<date>)
 #   bash bench/all.sh --only steploop,memload
@@ -17,7 +17,8 @@
 # -docs); the rest of that file is prose and is not touched.
 # Steps (--only and --skip take these names): footprint, steploop, gobench,
 # memload, codemode, acp, sandbox, scaleout, soak (1,000 runs with tools for
-# 10 minutes, then 2 minutes of idling: a full run takes about 30 minutes). It first builds everything (runnel plain
+# 10 minutes, then about 4 minutes of draining: a full run takes about 27
+# minutes, 12 without the soak). It first builds everything (runnel plain
 # and stripped, the drivers, the test binaries; `npm ci` in bench/aisdk when
 # the AI SDK is not installed), then, as root, measures inside a network
 # namespace that holds only loopback (`unshare -n`), so nothing can leave the

@@ -63,8 +63,8 @@ const (
 )
 
 // intoDocs replaces what lies between docsBegin and docsEnd in the file
-// at path with summary, its headings one level down (the file's own
-// heading of the section is "##"). A file without both markers, in that
+// at path with summary, its headings two levels down (the file's own
+// heading of the section is "##", so the summary's title becomes "###"). A file without both markers, in that
 // order, is left alone and is an error.
 func intoDocs(path string, summary []byte) error {
 	doc, err := os.ReadFile(path)
@@ -80,7 +80,7 @@ func intoDocs(path string, summary []byte) error {
 	b.WriteString("\n\n")
 	for line := range bytes.Lines(summary) {
 		if bytes.HasPrefix(line, []byte("#")) {
-			b.WriteString("#")
+			b.WriteString("##")
 		}
 		b.Write(line)
 	}

@@ -124,16 +124,43 @@ func steploopSection(b *bytes.Buffer, r *results) error {
 			fmt.Fprintf(b, "| %s | %d | %.2f ms | %.2f ms | %s | %s | %.0f µs |\n", c.Name, c.Turns, c.MedianTurnMs, c.P90TurnMs,
 				overhead(c), spread(c.RoundOverheadUs), c.CPUStepUs)
 		}
-		b.WriteString("\n| overhead ratio | value | per round |\n|---|---|---|\n")
+		b.WriteString("\n| overhead ratio (wall) | value | per round |\n|---|---|---|\n")
 		for _, q := range rep.Ratios {
 			fmt.Fprintf(b, "| %s / %s | **%.1f×** | %s |\n", q.Of, q.Over, q.Ratio, spreadX(q.PerRound))
 		}
+		cpuRatios(b, rep.Contestants)
 		b.WriteString("\n")
 		if st := r.status(run.name); st != "" {
 			fmt.Fprintf(b, "*%s*\n\n", st)
 		}
 	}
 	return nil
+}
+
+// cpuRatios writes each peer's CPU per step over each runnel contestant's:
+// what a platform pays for, beside the wall-clock overhead ratios (on a
+// shared machine the wall clock carries other work's noise, CPU time less).
+func cpuRatios(b *bytes.Buffer, cs []slRow) {
+	var ours, peers []slRow
+	for _, c := range cs {
+		switch {
+		case strings.HasPrefix(c.Name, "runnel"):
+			ours = append(ours, c)
+		case strings.HasPrefix(c.Name, "AI SDK"):
+			peers = append(peers, c)
+		}
+	}
+	if len(ours) == 0 || len(peers) == 0 {
+		return
+	}
+	b.WriteString("\n| CPU ratio (per step) | value |\n|---|---|\n")
+	for _, p := range peers {
+		for _, o := range ours {
+			if o.CPUStepUs > 0 {
+				fmt.Fprintf(b, "| %s / %s | **%.1f×** (%.0f µs / %.0f µs) |\n", p.Name, o.Name, p.CPUStepUs/o.CPUStepUs, p.CPUStepUs, o.CPUStepUs)
+			}
+		}
+	}
 }
 
 func overhead(c slRow) string {

@@ -17,6 +17,8 @@ func TestWrite(t *testing.T) {
 		"steps.tsv":    "memload\tok\t6\t\ncodemode\tok\t2\t\nscaleout\tskipped\t0\tHAProxy is not installed\n",
 		"memload.json": `[{"upstream":"h2","requestKiB":0.2,"runs":100,"idleRssKiB":27750,"loadRssKiB":37068,"perRunKiB":93.2,"allFirstEventsMs":1129}]`,
 		"memload.txt":  "  100 runs: …",
+		"steploop-20.json": `{"toolStepsPerTurn":20,"modelCallsPerTurn":21,"contestants":[{"name":"runnel serve (HTTP, NDJSON)","cpuStepUs":400},` +
+			`{"name":"AI SDK streamText ai@7","cpuStepUs":2000},{"name":"floor (bare Go loop)","cpuStepUs":150}]}`,
 		"codemode.txt": "round  script  runnel ms/run  node ms/run  ratio\n1  sequential  1.277  0.415  3.08",
 	}
 	for name, body := range files {
@@ -34,7 +36,8 @@ func TestWrite(t *testing.T) {
 		`"Benchmark 2: memory per concurrent streaming run", "Results"`,
 		"1  sequential  1.277  0.415  3.08",
 		"*scaleout: skipped: HAProxy is not installed*",
-		"*steploop-20: not run in this invocation*",
+		"| AI SDK streamText ai@7 / runnel serve (HTTP, NDJSON) | **5.0×** (2000 µs / 400 µs) |",
+		"*steploop-200: not run in this invocation*",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks %q:\n%s", want, got)
@@ -57,7 +60,7 @@ func TestIntoDocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(path)
-	want := "# Benchmarks\n\nintro\n\n## The latest figures\n\n" + docsBegin + "\n\n## Benchmark results\n\n### Step loop\n\n| a | b |\n\n" + docsEnd + "\n\n## Benchmark 1\n\nhow it works\n"
+	want := "# Benchmarks\n\nintro\n\n## The latest figures\n\n" + docsBegin + "\n\n### Benchmark results\n\n#### Step loop\n\n| a | b |\n\n" + docsEnd + "\n\n## Benchmark 1\n\nhow it works\n"
 	if string(got) != want {
 		t.Errorf("docs after:\n%s\nwant:\n%s", got, want)
 	}

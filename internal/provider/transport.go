@@ -20,11 +20,19 @@ import (
 //     provider without HTTP/2 (a local vLLM or Ollama, a proxy) would
 //     otherwise see a new TCP and TLS handshake for most model calls as
 //     soon as more than two runs are in flight.
+//   - At most 1,024 connections per host. When every HTTP/2 connection is
+//     at the server's stream limit, the standard library dials one new
+//     connection for each call waiting, not one for all of them: a burst
+//     of thousands of runs ran the process out of descriptors
+//     (docs/benchmarks.md, Benchmark 6). Past the bound a call waits for
+//     a connection; over HTTP/2 that is hundreds of thousands of streams,
+//     over HTTP/1.1 1,024 calls in flight to one provider.
 func NewTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.ForceAttemptHTTP2 = true
 	t.MaxIdleConns = 256
 	t.MaxIdleConnsPerHost = 64
+	t.MaxConnsPerHost = 1024
 	t.HTTP2 = &http.HTTP2Config{
 		SendPingTimeout: 15 * time.Second,
 		PingTimeout:     15 * time.Second,

@@ -32,21 +32,8 @@ func BenchmarkNDJSONEvents(b *testing.B) {
 	client := ts.Client()
 	b.ReportAllocs()
 	for b.Loop() {
-		req, err := http.NewRequestWithContext(b.Context(), http.MethodPost, ts.URL+"/run", strings.NewReader(hiRequest))
-		if err != nil {
-			b.Fatal(err)
-		}
-		req.Header.Set("Accept", "application/x-ndjson")
-		resp, err := client.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
 		lines := 0
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			lines++
-		}
-		resp.Body.Close()
+		streamRun(b, client, ts.URL, hiRequest, func(string) { lines++ })
 		if lines != events+3 {
 			b.Fatalf("%d lines, want %d", lines, events+3)
 		}
@@ -76,26 +63,35 @@ func BenchmarkStreamedChunks(b *testing.B) {
 	client := ts.Client()
 	b.ReportAllocs()
 	for b.Loop() {
-		req, err := http.NewRequestWithContext(b.Context(), http.MethodPost, ts.URL+"/run", strings.NewReader(body))
-		if err != nil {
-			b.Fatal(err)
-		}
-		req.Header.Set("Accept", "application/x-ndjson")
-		resp, err := client.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
 		deltas := 0
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), `"message_delta"`) {
+		streamRun(b, client, ts.URL, body, func(line string) {
+			if strings.Contains(line, `"message_delta"`) {
 				deltas++
 			}
-		}
-		resp.Body.Close()
+		})
 		if deltas != pieces {
 			b.Fatalf("%d message deltas, want %d", deltas, pieces)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*pieces), "ns/chunk")
+}
+
+// streamRun posts body to url's /run as a streaming request and hands each
+// NDJSON line to line.
+func streamRun(b *testing.B, client *http.Client, url, body string, line func(string)) {
+	b.Helper()
+	req, err := http.NewRequestWithContext(b.Context(), http.MethodPost, url+"/run", strings.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/x-ndjson")
+	resp, err := client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line(sc.Text())
+	}
 }

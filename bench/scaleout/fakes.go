@@ -2,15 +2,14 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/runnel/runnel/bench/internal/benchkit"
 	"github.com/runnel/runnel/internal/llmtest"
 )
 
@@ -62,18 +61,18 @@ type fakes struct {
 	modelURL    string // OpenAI base URL, ending in /v1
 	callbackURL string
 	tools       *toolCounter
-	servers     []*http.Server
+	servers     benchkit.Servers
 	model       *llmtest.Handler
 }
 
 func startFakes(delay time.Duration) (*fakes, error) {
 	f := &fakes{tools: &toolCounter{calls: map[string]int{}, total: map[string]int{}}}
 	f.model = llmtest.NewServeHandler(modelScript(delay), slog.New(slog.DiscardHandler))
-	modelURL, err := f.serve(f.model)
+	modelURL, err := f.servers.Serve(f.model)
 	if err != nil {
 		return nil, err
 	}
-	cbURL, err := f.serve(f.tools)
+	cbURL, err := f.servers.Serve(f.tools)
 	if err != nil {
 		f.close()
 		return nil, err
@@ -82,23 +81,10 @@ func startFakes(delay time.Duration) (*fakes, error) {
 	return f, nil
 }
 
-func (f *fakes) serve(h http.Handler) (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("listen for a fake: %w", err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	f.servers = append(f.servers, srv)
-	go func() { _ = srv.Serve(ln) }() // http.ErrServerClosed after close
-	return "http://" + ln.Addr().String(), nil
-}
-
 // close ends slowed model replies, then the servers and their connections.
 func (f *fakes) close() {
 	f.model.Close()
-	for _, s := range f.servers {
-		_ = s.Close()
-	}
+	f.servers.Close()
 }
 
 // toolCounter is the platform's tool endpoint: it decodes runnel's

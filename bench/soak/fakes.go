@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/runnel/runnel/bench/internal/benchkit"
 	"github.com/runnel/runnel/internal/llmtest"
 )
 
@@ -266,8 +266,7 @@ type fakes struct {
 	mcpHost     string // host:port, for RUNNEL_MCP_HOST_ALLOWLIST
 	model       *timedModel
 	platform    *platform
-	servers     []*http.Server
-	served      sync.WaitGroup
+	servers     benchkit.Servers
 }
 
 func startFakes(delays []time.Duration) (*fakes, error) {
@@ -279,16 +278,16 @@ func startFakes(delays []time.Duration) (*fakes, error) {
 		model:    &timedModel{h: llmtest.NewServeHandler(script, slog.New(slog.DiscardHandler))},
 		platform: newPlatform(),
 	}
-	modelURL, err := f.serve(f.model)
+	modelURL, err := f.servers.Serve(f.model)
 	if err != nil {
 		return nil, err
 	}
-	platURL, err := f.serve(f.platform.handler())
+	platURL, err := f.servers.Serve(f.platform.handler())
 	if err != nil {
 		f.close()
 		return nil, err
 	}
-	mcpURL, err := f.serve(f.platform.mcpHandler())
+	mcpURL, err := f.servers.Serve(f.platform.mcpHandler())
 	if err != nil {
 		f.close()
 		return nil, err
@@ -298,26 +297,11 @@ func startFakes(delays []time.Duration) (*fakes, error) {
 	return f, nil
 }
 
-// serve serves h on a fresh port of 127.0.0.1 and returns its base URL.
-func (f *fakes) serve(h http.Handler) (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("listen for a fake: %w", err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
-	f.servers = append(f.servers, srv)
-	f.served.Go(func() { _ = srv.Serve(ln) }) // http.ErrServerClosed after close
-	return "http://" + ln.Addr().String(), nil
-}
-
 // close ends slowed model replies, closes the servers and their
 // connections, and waits for their goroutines.
 func (f *fakes) close() {
 	f.model.h.Close()
-	for _, s := range f.servers {
-		_ = s.Close()
-	}
-	f.served.Wait()
+	f.servers.Close()
 	// A session runnel left open would keep its waiter forever.
 	for ss := range f.platform.mcpSrv.Sessions() {
 		_ = ss.Close()

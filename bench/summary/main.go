@@ -197,7 +197,14 @@ func write(b *bytes.Buffer, dir string) error {
 	b.WriteString("\n")
 	for _, sec := range []func(*bytes.Buffer, *results) error{
 		footprintSection, steploopSection, gobenchSection, memloadSection,
-		acpSection, sandboxSection, scaleoutSection, codemodeSection, soakSection,
+		printedSection(`ACP harnesses → docs/benchmarks.md, "Benchmark 3: ACP harnesses" ("Results: a tool round trip"; "Results: time to first text" when agents are installed)`,
+			"", "acp"),
+		printedSection(`Isolated sandbox → docs/benchmarks.md, "Benchmark 4: the isolated sandbox against local", "Results"`,
+			"", "sandbox", "sandbox-agents"),
+		printedSection(`Scale-out → docs/benchmarks.md, "Benchmark 5: scale-out behind a load balancer", "Results"`, "", "scaleout"),
+		printedSection(`Code mode → docs/benchmarks.md, "Code mode", "Results"`,
+			"Wall and CPU time per run, runnel against node:vm, with both ratios (bench/codemode.sh).", "codemode"),
+		printedSection(`Soak → docs/benchmarks.md, "Benchmark 7: soak"`, "", "soak"),
 	} {
 		if err := sec(b, r); err != nil {
 			return err

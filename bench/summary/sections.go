@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -209,58 +210,31 @@ func perRequest(p memPoint) string {
 	return fmt.Sprintf("%.1f×", p.PerRunKiB/p.RequestKiB)
 }
 
-func acpSection(b *bytes.Buffer, r *results) error {
-	b.WriteString("## ACP harnesses → docs/benchmarks.md, \"Benchmark 3: ACP harnesses\" (\"Results: a tool round trip\"; \"Results: time to first text\" when agents are installed)\n\n")
-	verbatim(b, r, "acp")
-	return nil
-}
-
-func sandboxSection(b *bytes.Buffer, r *results) error {
-	b.WriteString("## Isolated sandbox → docs/benchmarks.md, \"Benchmark 4: the isolated sandbox against local\", \"Results\"\n\n")
-	verbatim(b, r, "sandbox")
-	verbatim(b, r, "sandbox-agents")
-	return nil
-}
-
-func scaleoutSection(b *bytes.Buffer, r *results) error {
-	b.WriteString("## Scale-out → docs/benchmarks.md, \"Benchmark 5: scale-out behind a load balancer\", \"Results\"\n\n")
-	verbatim(b, r, "scaleout")
-	return nil
-}
-
-func codemodeSection(b *bytes.Buffer, r *results) error {
-	b.WriteString("## Code mode → docs/benchmarks.md, \"Code mode\", \"Results\"\n\n")
-	b.WriteString("Wall and CPU time per run, runnel against node:vm, with both ratios (bench/codemode.sh).\n\n")
-	verbatim(b, r, "codemode")
-	return nil
-}
-
-func soakSection(b *bytes.Buffer, r *results) error {
-	b.WriteString("## Soak → docs/benchmarks.md, \"Benchmark 7: soak\"\n\n")
-	verbatim(b, r, "soak")
-	return nil
+// printedSection is a section whose figures are the steps' printed output:
+// its heading, a sentence (if any), then each step's output as it came.
+func printedSection(heading, note string, steps ...string) func(*bytes.Buffer, *results) error {
+	return func(b *bytes.Buffer, r *results) error {
+		fmt.Fprintf(b, "## %s\n\n", heading)
+		if note != "" {
+			b.WriteString(note + "\n\n")
+		}
+		for _, s := range steps {
+			verbatim(b, r, s)
+		}
+		return nil
+	}
 }
 
 func kib2mib(k int64) float64 { return float64(k) / 1024 }
 
-func spread(v []float64) string {
-	if len(v) == 0 {
-		return "—"
-	}
-	lo, hi := v[0], v[0]
-	for _, x := range v {
-		lo, hi = min(lo, x), max(hi, x)
-	}
-	return fmt.Sprintf("%.0f–%.0f µs", lo, hi)
-}
+func spread(v []float64) string { return span(v, "%.0f–%.0f µs") }
 
-func spreadX(v []float64) string {
+func spreadX(v []float64) string { return span(v, "%.1f–%.1f×") }
+
+// span writes the least and greatest of v in format, or "—" for none.
+func span(v []float64, format string) string {
 	if len(v) == 0 {
 		return "—"
 	}
-	lo, hi := v[0], v[0]
-	for _, x := range v {
-		lo, hi = min(lo, x), max(hi, x)
-	}
-	return fmt.Sprintf("%.1f–%.1f×", lo, hi)
+	return fmt.Sprintf(format, slices.Min(v), slices.Max(v))
 }

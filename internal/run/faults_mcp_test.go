@@ -13,7 +13,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -40,22 +39,14 @@ type faultMCP struct {
 	calls *inflight
 	// hangs receives the end of every hang call: the server was told the
 	// call is over (cancelled, or its session ended).
-	hangs chan struct{}
-
-	mu      sync.Mutex
-	live    int
-	changed chan struct{}
+	hangs    chan struct{}
+	sessions *liveSessions
 }
 
 func newFaultMCP(t *testing.T) *faultMCP {
 	t.Helper()
-	f := &faultMCP{hangs: make(chan struct{}, 4), changed: make(chan struct{})}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "faults", Version: "1"}, &mcp.ServerOptions{
-		InitializedHandler: func(_ context.Context, req *mcp.InitializedRequest) {
-			f.update(+1)
-			go func() { _ = req.Session.Wait(); f.update(-1) }()
-		},
-	})
+	f := &faultMCP{hangs: make(chan struct{}, 4), sessions: newLiveSessions()}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "faults", Version: "1"}, f.sessions.serverOptions())
 	type none struct{}
 	mcp.AddTool(srv, &mcp.Tool{Name: "hang", Description: "Never answers."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
@@ -101,31 +92,11 @@ func newFaultMCP(t *testing.T) *faultMCP {
 	return f
 }
 
-func (f *faultMCP) update(d int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.live += d
-	close(f.changed)
-	f.changed = make(chan struct{})
-}
-
 // closed waits until the server has no live session.
 func (f *faultMCP) closed(t *testing.T) {
 	t.Helper()
-	deadline := time.After(faultBound)
-	for {
-		f.mu.Lock()
-		live, changed := f.live, f.changed
-		f.mu.Unlock()
-		if live == 0 {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Errorf("%d MCP session(s) still open after the run ended", live)
-			return
-		}
+	if live := f.sessions.openAfter(faultBound); live > 0 {
+		t.Errorf("%d MCP session(s) still open after the run ended", live)
 	}
 }
 

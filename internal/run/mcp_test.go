@@ -41,9 +41,9 @@ type mcpFixture struct {
 	// X-Api-Key header, as a real protected server does.
 	requireKey atomic.Bool
 
+	sessions *liveSessions
+
 	mu         sync.Mutex
-	live       int
-	changed    chan struct{}
 	badHeaders int
 	// traceparents are the traceparent headers of the requests that
 	// carried one.
@@ -52,13 +52,8 @@ type mcpFixture struct {
 
 func newMCPFixture(t *testing.T) *mcpFixture {
 	t.Helper()
-	f := &mcpFixture{slowStarted: make(chan struct{}, 4), slowCancelled: make(chan struct{}, 4), changed: make(chan struct{})}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "mem", Version: "1"}, &mcp.ServerOptions{
-		InitializedHandler: func(_ context.Context, req *mcp.InitializedRequest) {
-			f.update(+1)
-			go func() { _ = req.Session.Wait(); f.update(-1) }()
-		},
-	})
+	f := &mcpFixture{slowStarted: make(chan struct{}, 4), slowCancelled: make(chan struct{}, 4), sessions: newLiveSessions()}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "mem", Version: "1"}, f.sessions.serverOptions())
 	type addIn struct {
 		A int `json:"a"`
 		B int `json:"b"`
@@ -101,30 +96,55 @@ func newMCPFixture(t *testing.T) *mcpFixture {
 	return f
 }
 
-func (f *mcpFixture) update(d int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.live += d
-	close(f.changed)
-	f.changed = make(chan struct{})
-}
-
 // requireClosed waits until the server has no live session. The bound only
 // turns "never closed" into a failure instead of a hung test.
 func (f *mcpFixture) requireClosed(t *testing.T) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	if live := f.sessions.openAfter(10 * time.Second); live > 0 {
+		t.Fatalf("%d MCP session(s) still open after the run ended", live)
+	}
+}
+
+// liveSessions counts an MCP server's live sessions from its own side.
+type liveSessions struct {
+	mu      sync.Mutex
+	live    int
+	changed chan struct{} // closed and replaced at every change
+}
+
+func newLiveSessions() *liveSessions { return &liveSessions{changed: make(chan struct{})} }
+
+// serverOptions count every session from its initialization to its end.
+func (s *liveSessions) serverOptions() *mcp.ServerOptions {
+	return &mcp.ServerOptions{InitializedHandler: func(_ context.Context, req *mcp.InitializedRequest) {
+		s.update(+1)
+		go func() { _ = req.Session.Wait(); s.update(-1) }()
+	}}
+}
+
+func (s *liveSessions) update(d int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.live += d
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// openAfter waits up to bound for no session to be live and returns how
+// many still are.
+func (s *liveSessions) openAfter(bound time.Duration) int {
+	deadline := time.After(bound)
 	for {
-		f.mu.Lock()
-		live, changed := f.live, f.changed
-		f.mu.Unlock()
+		s.mu.Lock()
+		live, changed := s.live, s.changed
+		s.mu.Unlock()
 		if live == 0 {
-			return
+			return 0
 		}
 		select {
 		case <-changed:
 		case <-deadline:
-			t.Fatalf("%d MCP session(s) still open after the run ended", live)
+			return live
 		}
 	}
 }

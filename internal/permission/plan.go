@@ -338,6 +338,12 @@ func (r Rule) match(g Gate) ruleMatch {
 		return uninspectable
 	case p.prefix && strings.HasPrefix(*g.Argument, p.arg), !p.prefix && *g.Argument == p.arg:
 		return matches
+	case p.prefix && strings.HasSuffix(p.arg, "/") && *g.Argument == strings.TrimSuffix(p.arg, "/"):
+		// A prefix that ends in a slash names a directory, and the
+		// directory is in it: Write(secret/:*) covers a path argument
+		// that resolves to secret itself ("secret/", "alias" linking to
+		// it), which the file tools give as "secret".
+		return matches
 	}
 	return noMatch
 }

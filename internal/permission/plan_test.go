@@ -110,6 +110,9 @@ func TestRuleMatching(t *testing.T) {
 		{"parentheses inside the argument", "Bash(echo (hi):*)", "Bash", arg("echo (hi) there"), matches},
 		{"no argument to inspect", "Bash(npm run:*)", "Bash", nil, uninspectable},
 		{"another tool's rule", "Write(secret:*)", "Bash", arg("secret/x"), noMatch},
+		{"a directory prefix covers the directory", "Write(secret/:*)", "Write", arg("secret"), matches},
+		{"but not a sibling", "Write(secret/:*)", "Write", arg("secrets"), noMatch},
+		{"a prefix without a slash names no directory", "Write(secret:*)", "Write", arg("secre"), noMatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

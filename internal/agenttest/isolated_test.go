@@ -86,6 +86,7 @@ type witness struct {
 	mu      sync.Mutex
 	owners  map[string]int // owner pid of each client socket, by remote address, read when it connected
 	clients []int          // owner pid of each request's client socket
+	reqs    []string       // each request's method, path and client address, for messages
 	ports   []string       // "pid:port" listened on beside the API, at request time
 }
 
@@ -106,6 +107,7 @@ func newWitness(llm *llmtest.Server, runnels ...*runnelProc) *witness {
 		}
 		w.mu.Lock()
 		w.clients = append(w.clients, owner)
+		w.reqs = append(w.reqs, r.Method+" "+r.URL.Path+" from "+r.RemoteAddr)
 		w.ports = append(w.ports, extra...)
 		w.mu.Unlock()
 		llm.Handler().ServeHTTP(rw, r)
@@ -144,7 +146,7 @@ func (w *witness) check(t *testing.T) {
 	}
 	for i, owner := range w.clients {
 		if !slices.Contains(pids, owner) {
-			t.Errorf("model request %d came from pid %d, not from runnel's proxy (runnels %v)", i, owner, pids)
+			t.Errorf("model request %d (%s) came from pid %d, not from runnel's proxy (runnels %v)", i, w.reqs[i], owner, pids)
 		}
 	}
 	if len(w.ports) > 0 {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -246,6 +247,24 @@ func (r *fakeRun) received(t *testing.T, method string) []map[string]any {
 	for _, e := range r.log(t) {
 		if e["t"] == "recv" && e["method"] == method {
 			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// order is what the agent read of a pause, in order: "session/cancel"
+// and "permission answer" (the response to its permission request).
+func (r *fakeRun) order(t *testing.T) []string {
+	var out []string
+	var asked []any
+	for _, e := range r.log(t) {
+		switch {
+		case e["t"] == "send" && e["method"] == "session/request_permission":
+			asked = append(asked, e["id"])
+		case e["t"] == "recv" && e["method"] == "session/cancel":
+			out = append(out, "session/cancel")
+		case e["t"] == "recv" && e["method"] == nil && slices.Contains(asked, e["id"]):
+			out = append(out, "permission answer")
 		}
 	}
 	return out

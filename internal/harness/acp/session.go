@@ -489,18 +489,15 @@ func (s *session) permission(ctx context.Context, params json.RawMessage) (any, 
 	if err := json.Unmarshal(params, &req); err != nil {
 		return nil, acpsdk.NewInvalidParams(map[string]any{"error": err.Error()})
 	}
-	cancelled := map[string]any{"outcome": map[string]string{"outcome": "cancelled"}}
 	s.mu.Lock()
 	if s.paused || s.finished {
-		s.mu.Unlock()
-		return cancelled, nil
+		return s.cancelledUnlock()
 	}
 	req.ToolCall.unwrapConfirm()
 	c := s.calls.upsert(&req.ToolCall)
 	c = s.awaitFrames(ctx, c)
 	if s.paused || s.finished {
-		s.mu.Unlock()
-		return cancelled, nil
+		return s.cancelledUnlock()
 	}
 	ref := c.ref
 	ref.ID, ref.Reissued, ref.ArgsUnknown = c.id, true, !c.known() && !c.viaServer
@@ -523,14 +520,16 @@ func (s *session) permission(ctx context.Context, params json.RawMessage) (any, 
 		return nil
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if a := v.Answer(); a != nil {
 		s.emitLocked(runnel.Event{Type: runnel.EventInteractionResponse, Answer: a})
 	}
-	switch {
-	case v.Interaction() != nil:
+	if v.Interaction() != nil {
 		s.pauseLocked(c, *v.Interaction())
-		return cancelled, nil
+		return s.cancelledUnlock()
+	}
+	defer s.mu.Unlock()
+	cancelled := map[string]any{"outcome": map[string]string{"outcome": "cancelled"}}
+	switch {
 	case v.Allowed():
 		if o := option("allow_once"); o != nil {
 			return o, nil
@@ -546,6 +545,21 @@ func (s *session) permission(ctx context.Context, params json.RawMessage) (any, 
 		return o, nil
 	}
 	return cancelled, nil
+}
+
+// cancelledUnlock answers a permission request "cancelled" and releases
+// s.mu. In a paused turn the session/cancel goes out first, and this
+// waits until it has: an agent that reads the answer before the cancel
+// takes it for a refused call and goes on with its turn, calling the
+// model once more after runnel paused it (ACP has the client cancel,
+// then answer pending requests cancelled).
+func (s *session) cancelledUnlock() (any, *acpsdk.RequestError) {
+	paused := s.paused
+	s.mu.Unlock()
+	if paused {
+		s.cancelSession()
+	}
+	return map[string]any{"outcome": map[string]string{"outcome": "cancelled"}}, nil
 }
 
 // How long a permission request waits for the frames that describe its

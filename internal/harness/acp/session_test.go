@@ -3,6 +3,7 @@ package acp
 import (
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +114,12 @@ func TestTurnApprovalPause(t *testing.T) {
 	}
 	if n := len(r.received(t, "session/cancel")); n != 1 {
 		t.Errorf("%d session/cancel, want 1", n)
+	}
+	// The cancel must reach the agent before the answer: an agent that
+	// reads "cancelled" first takes it for a refused call and goes on with
+	// its turn, calling the model again after runnel paused it.
+	if got := r.order(t); !slices.Equal(got, []string{"session/cancel", "permission answer"}) {
+		t.Errorf("the agent read %v, want session/cancel before the permission answer", got)
 	}
 	if reqs := r.events.ofType(runnel.EventInteractionRequest); len(reqs) != 1 {
 		t.Errorf("interaction requests %+v", reqs)

@@ -17,8 +17,10 @@
 //	   run once each;
 //	c. SIGKILL one replica a third into the load: what the clients of its
 //	   runs see, and that every other run succeeds; then restart it;
-//	d. SIGTERM another a third into the load: its runs must finish within
-//	   the shutdown grace, no client may see an error.
+//	d. SIGTERM another a third into the load: it goes on serving for the
+//	   shutdown delay while HAProxy's checks see /health answer 503, then
+//	   its runs must finish within the shutdown grace; no client may see an
+//	   error.
 //
 // Phases b to d run the load for -window each. Everything listens on and
 // talks to 127.0.0.1 only; every process is a child of this one (killed
@@ -52,6 +54,7 @@ type config struct {
 	window     time.Duration
 	delay      time.Duration
 	grace      time.Duration
+	stopDelay  time.Duration
 	jsonOut    string
 	keepLogs   bool
 }
@@ -70,6 +73,9 @@ func main() {
 	flag.DurationVar(&cfg.window, "window", 0, "length of the load in phases b, c and d (default: half of -duration)")
 	flag.DurationVar(&cfg.delay, "delay", 100*time.Millisecond, "the fake model's delay between streamed pieces (a load run lasts about 24 of them)")
 	flag.DurationVar(&cfg.grace, "shutdown-grace", 30*time.Second, "the replicas' RUNNEL_SHUTDOWN_GRACE")
+	// HAProxy checks every 1 s, 250 ms apart once one failed, and takes a
+	// server out after 2 failures: 1.25 s at most, and 3 s is past it.
+	flag.DurationVar(&cfg.stopDelay, "shutdown-delay", 3*time.Second, "the replicas' RUNNEL_SHUTDOWN_DELAY")
 	flag.StringVar(&cfg.jsonOut, "json", "", "also write the results as JSON to this file")
 	flag.BoolVar(&cfg.keepLogs, "keep-logs", false, "keep the replicas' logs and HAProxy's configuration (the directory is printed)")
 	flag.Parse()
@@ -83,7 +89,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// Every phase stops by itself; this bounds the whole in case one hangs.
-	limit := cfg.duration + 3*cfg.window + cfg.grace + 3*time.Minute
+	limit := cfg.duration + 3*cfg.window + cfg.stopDelay + cfg.grace + 3*time.Minute
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	ok, err := bench(ctx, cfg)
@@ -124,6 +130,7 @@ type settings struct {
 	Window    string `json:"window"`
 	Delay     string `json:"modelDelay"`
 	Grace     string `json:"shutdownGrace"`
+	StopDelay string `json:"shutdownDelay"`
 }
 
 func bench(ctx context.Context, cfg config) (bool, error) {
@@ -139,7 +146,7 @@ func bench(ctx context.Context, cfg config) (bool, error) {
 	rep := report{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine{CPUs: runtime.NumCPU(), Go: runtime.Version(),
 		HAProxy: firstOutputLine(ctx, cfg.haproxyBin, "-v"), Runnel: firstOutputLine(ctx, cfg.runnelBin, "version"),
 		LoadAvgFrom: loadAvg()},
-		Settings: settings{cfg.workers, cfg.approvals, cfg.duration.String(), cfg.window.String(), cfg.delay.String(), cfg.grace.String()}}
+		Settings: settings{cfg.workers, cfg.approvals, cfg.duration.String(), cfg.window.String(), cfg.delay.String(), cfg.grace.String(), cfg.stopDelay.String()}}
 	c, err := startCluster(ctx, cfg, dir)
 	if err != nil {
 		return false, err
@@ -199,6 +206,7 @@ func startCluster(ctx context.Context, cfg config, dir string) (c *cluster, err 
 		// Room for the whole load on two replicas, plus the approvals.
 		fmt.Sprintf("RUNNEL_CONCURRENCY_LIMIT=%d", cfg.workers+cfg.approvals+100),
 		"RUNNEL_SHUTDOWN_GRACE=" + cfg.grace.String(),
+		"RUNNEL_SHUTDOWN_DELAY=" + cfg.stopDelay.String(),
 		"RUNNEL_LOG_LEVEL=info",
 	}
 	for _, kv := range os.Environ() {
@@ -229,7 +237,7 @@ func (c *cluster) close() {
 		c.lb.close()
 	}
 	for _, r := range c.replicas {
-		r.stop(c.cfg.grace + 5*time.Second)
+		r.stop(c.cfg.stopDelay + c.cfg.grace + 5*time.Second)
 	}
 	if c.fakes != nil {
 		c.fakes.close()

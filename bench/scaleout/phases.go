@@ -431,7 +431,7 @@ func (c *cluster) phaseDrain(ctx context.Context) (*drainReport, error) {
 		return nil, err
 	}
 	at := start.Add(time.Duration(down.SignalAtS * float64(time.Second)))
-	exitedAt, exited := victim.wait(c.cfg.grace + 15*time.Second)
+	exitedAt, exited := victim.wait(c.cfg.stopDelay + c.cfg.grace + 15*time.Second)
 	wg.Wait()
 	after := c.retried(victim)
 	down.Retries, down.Redispatches = after.Retries-counters.Retries, after.Redispatches-counters.Redispatches

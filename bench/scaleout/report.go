@@ -25,6 +25,7 @@ func checks(r *report) []check {
 	}
 	a, b, c, d := r.Load, r.Resume, r.Kill, r.Drain
 	grace, _ := time.ParseDuration(d.Grace)
+	stopDelay, _ := time.ParseDuration(r.Settings.StopDelay)
 	add("a. no run of the load fails", a.Errors == 0, "%d of %d failed", a.Errors, a.Runs)
 	add("b. every pause resumes on another replica", b.Resumed == b.Flows, "%d of %d", b.Resumed, b.Flows)
 	add("b. each approved tool ran exactly once", b.Once == b.Flows && b.Executed == b.Flows,
@@ -36,8 +37,8 @@ func checks(r *report) []check {
 	add("d. no run fails while a replica drains", d.Load.Errors == 0, "%d of %d failed", d.Load.Errors, d.Load.Runs)
 	add("d. the runs in flight on the drained replica complete", d.InFlight > 0 && d.InFlightOK == d.InFlight,
 		"%d of %d", d.InFlightOK, d.InFlight)
-	add("d. the drained replica exits within the grace", d.ExitMs >= 0 && d.ExitMs <= ms(grace),
-		"exited after %.0f ms (grace %s)", d.ExitMs, d.Grace)
+	add("d. the drained replica exits within the delay and the grace", d.ExitMs >= 0 && d.ExitMs <= ms(stopDelay+grace),
+		"exited after %.0f ms (delay %s, grace %s)", d.ExitMs, r.Settings.StopDelay, d.Grace)
 	return out
 }
 
@@ -89,7 +90,7 @@ func printReport(w io.Writer, r *report) {
 	printErrors(tw, "other failures", c.Elsewhere)
 
 	d := r.Drain
-	fmt.Fprintf(tw, "\nd. SIGTERM of %s at %.1f s into %s of load (shutdown grace %s)\n", d.Victim, d.SignalAtS, r.Settings.Window, d.Grace)
+	fmt.Fprintf(tw, "\nd. SIGTERM of %s at %.1f s into %s of load (shutdown delay %s, grace %s)\n", d.Victim, d.SignalAtS, r.Settings.Window, r.Settings.StopDelay, d.Grace)
 	fmt.Fprintf(tw, "runs\terrors\tin flight on %s\tcompleted\tlast ended after\tmarked DOWN after\texited after\tnew runs it got after SIGTERM\n", d.Victim)
 	fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.0f ms\t%.0f ms\t%.0f ms\t%d\n", d.Load.Runs, d.Load.Errors, d.InFlight, d.InFlightOK,
 		d.LastInFlightMs, d.DownAfterMs, d.ExitMs, d.LateStarts)

@@ -147,6 +147,7 @@ Each flag has a RUNNEL_* variable; a flag wins over its variable. ` + "`runnel C
   RUNNEL_TOOL_TIMEOUT         callback tool timeout when its spec sets none (30s)
   RUNNEL_MCP_CALL_TIMEOUT     MCP tool call timeout (2m)
   RUNNEL_SHUTDOWN_GRACE       time in-flight runs get to finish after SIGTERM (30s)
+  RUNNEL_SHUTDOWN_DELAY       time to go on accepting after SIGTERM while /health answers 503 (0s)
   RUNNEL_WORKSPACE_ROOT       directory holding per-run workspaces (a private dir under the temp dir)
   RUNNEL_KEEP_WORKSPACES      keep workspaces after their runs (false)
   RUNNEL_INTERACTION_SECRET   sign interactions and refuse resumes that do not match (off)

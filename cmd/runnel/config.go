@@ -45,6 +45,7 @@ type Config struct {
 	ToolTimeout       time.Duration
 	MCPCallTimeout    time.Duration
 	ShutdownGrace     time.Duration
+	ShutdownDelay     time.Duration
 	WriteTimeout      time.Duration
 	WorkspaceRoot     string
 	KeepWorkspaces    bool
@@ -108,6 +109,7 @@ func settings() []struct {
 		{"listen", s{"token-file", "RUNNEL_TOKEN_FILE", "", "file holding the bearer token (or set RUNNEL_TOKEN)", "file"}},
 		{"listen", s{"concurrency-limit", "RUNNEL_CONCURRENCY_LIMIT", "64", "concurrent runs before answering 429", "number"}},
 		{"listen", s{"shutdown-grace", "RUNNEL_SHUTDOWN_GRACE", "30s", "how long in-flight runs may finish after SIGTERM", "duration"}},
+		{"listen", s{"shutdown-delay", "RUNNEL_SHUTDOWN_DELAY", "0s", "how long to go on accepting after SIGTERM, /health answering 503, so a load balancer's checks take the replica out before it stops accepting (set it past their detection time where nothing else, like a Kubernetes preStop pause, does)", "duration"}},
 		{"listen", s{"profiles-file", "RUNNEL_PROFILES_FILE", "", "JSON file of run profiles a POST /v1/chat request may name (model, endpoint, key references, tools, callback, permissions), so a browser never holds a key", "file"}},
 		{"listen", s{"write-timeout", "RUNNEL_WRITE_TIMEOUT", "30s", "longest a write to a client may block; a client that stops reading is treated as gone", "duration"}},
 		{"listen", s{"metrics-addr", "RUNNEL_METRICS_ADDR", "", "host:port of a separate listener serving GET /metrics without a token (for a scraper); /metrics on the main listener always needs the token", "addr"}},
@@ -230,14 +232,29 @@ func (c *config) zero(name string) bool {
 // taken as "no limit" or "default": either reading would surprise someone.
 func (c *config) duration(name string) time.Duration {
 	v, from := c.raw(name)
-	d, err := time.ParseDuration(strings.TrimSpace(v))
-	switch {
-	case err != nil:
-		c.fail(from, v, "is not a duration; use a Go duration such as 30s, 5m or 1h30m")
-	case d <= 0:
+	d, err := c.parseDuration(from, v)
+	if err == nil && d <= 0 {
 		c.fail(from, v, "must be a positive duration such as 30s")
 	}
 	return d
+}
+
+// optionalDuration is duration where 0 turns the setting off.
+func (c *config) optionalDuration(name string) time.Duration {
+	v, from := c.raw(name)
+	d, err := c.parseDuration(from, v)
+	if err == nil && d < 0 {
+		c.fail(from, v, "must be 0 (off) or a positive duration such as 5s")
+	}
+	return d
+}
+
+func (c *config) parseDuration(from, v string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil {
+		c.fail(from, v, "is not a duration; use a Go duration such as 30s, 5m or 1h30m")
+	}
+	return d, err
 }
 
 // bool reads true/false (also 1/0, yes/no).
@@ -474,6 +491,7 @@ func (c *config) load() (*Config, error) {
 		cfg.Token = c.token()
 		cfg.ConcurrencyLimit = int(c.int("concurrency-limit", 1, 1<<20))
 		cfg.ShutdownGrace = c.duration("shutdown-grace")
+		cfg.ShutdownDelay = c.optionalDuration("shutdown-delay")
 		cfg.WriteTimeout = c.duration("write-timeout")
 		cfg.MetricsAddr = c.metricsAddr()
 		cfg.OTLPEndpoint, cfg.OTLPHeaders = c.otlp()
@@ -655,6 +673,7 @@ func (cfg *Config) serverOptions(log *slog.Logger, harnesses []string, h *host) 
 		MaxBodyBytes:     cfg.MaxBodyBytes,
 		ConcurrencyLimit: cfg.ConcurrencyLimit,
 		ShutdownGrace:    cfg.ShutdownGrace,
+		ShutdownDelay:    cfg.ShutdownDelay,
 		WriteTimeout:     cfg.WriteTimeout,
 		Version:          version,
 		Harnesses:        harnesses,

@@ -461,8 +461,8 @@ func TestSIGTERMMidRun(t *testing.T) {
 	root := ownedDir(t, nil)
 	logs := &testlog.Buffer{}
 	cmd := exec.Command(bin, "serve")
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "RUNNEL_PORT=0", "RUNNEL_SHUTDOWN_GRACE=5s", "RUNNEL_WORKSPACE_ROOT=" + root,
-		"RUNNEL_MCP_HOST_ALLOWLIST=127.0.0.1"}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "RUNNEL_PORT=0", "RUNNEL_SHUTDOWN_GRACE=5s", "RUNNEL_SHUTDOWN_DELAY=2s",
+		"RUNNEL_WORKSPACE_ROOT=" + root, "RUNNEL_MCP_HOST_ALLOWLIST=127.0.0.1"}
 	url := startLogged(t, cmd, logs)
 	// Nothing of its start-up is left either (its isolated sandbox's
 	// trial once left a zombie).
@@ -481,6 +481,18 @@ func TestSIGTERMMidRun(t *testing.T) {
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
+	}
+	// For the shutdown delay it still serves, telling balancers to take
+	// it out.
+	eventually(t, "the delay to begin", func() bool { return strings.Contains(logs.String(), "draining: still accepting") })
+	if res, err := http.Get(url + "/health"); err != nil {
+		t.Errorf("/health during the shutdown delay: %v", err)
+	} else {
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"status":"draining"`) {
+			t.Errorf("/health during the shutdown delay: %d %s, want 503 draining", res.StatusCode, body)
+		}
 	}
 	eventually(t, "the drain to begin", func() bool { return strings.Contains(logs.String(), "draining: accepting no new requests") })
 	close(release)

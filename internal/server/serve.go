@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// Serve serves on ln until ctx is done, then drains (DESIGN §8): it stops
+// Serve serves on ln until ctx is done, then drains (DESIGN §8): after
+// ShutdownDelay, if any, of serving as a replica being taken out, it stops
 // accepting, lets in-flight requests finish within ShutdownGrace, then
 // cancels the runs still going, waits for their handlers to answer, and
 // closes the remaining connections. It returns nil after a drain, or the
@@ -37,6 +38,19 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 
+	if d := s.opts.ShutdownDelay; d > 0 {
+		s.draining.Store(true)
+		s.log.Info("draining: still accepting while balancers see /health answer 503",
+			slog.String("delay", d.String()), slog.Int("inflight", s.inflight.count()))
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case err := <-served:
+			t.Stop()
+			_ = hs.Close()
+			return fmt.Errorf("serving on %s: %w", ln.Addr(), err)
+		}
+	}
 	s.log.Info("draining: accepting no new requests", slog.Int("inflight", s.inflight.count()),
 		slog.String("grace", s.opts.ShutdownGrace.String()))
 	graceCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownGrace)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"testing"
@@ -110,6 +111,57 @@ func TestServeLetsInFlightRunsFinish(t *testing.T) {
 	if err := s.wait(); err != nil {
 		t.Errorf("Serve: %v", err)
 	}
+}
+
+// For ShutdownDelay after the signal a replica goes on serving, on the
+// connections a balancer keeps alive and on new ones, while /health tells
+// the balancer to take it out; each answer closes its connection. Closing
+// a kept-alive connection at once would fail a run sent on it just then.
+func TestServeKeepsServingForTheShutdownDelay(t *testing.T) {
+	srv := New(runnerFunc(func(context.Context, *runnel.RunRequest, runnel.Sink) (*runnel.Result, error) {
+		return &runnel.Result{OK: true, Status: runnel.StatusCompleted, Output: "done"}, nil
+	}), &Options{ShutdownDelay: 3 * time.Second})
+	s, stop := startServe(t, srv)
+	if a := recv(t, post(t.Context(), s.client, s.url), "the first answer"); a.status != http.StatusOK {
+		t.Fatalf("before the signal: %d %q %v", a.status, a.body, a.err)
+	}
+	stop()
+	for deadline := time.Now().Add(10 * time.Second); !srv.draining.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Serve did not start draining")
+		}
+	}
+
+	var reused bool
+	ctx := httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused },
+	})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/run", strings.NewReader(hiRequest))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		t.Fatalf("a run on the kept-alive connection while draining: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"output":"done"`) || !reused || !resp.Close {
+		t.Errorf("while draining: %d %s (reused connection %v, closed after %v), want 200 with the result on the kept-alive connection, which it then closes",
+			resp.StatusCode, body, reused, resp.Close)
+	}
+
+	resp, err = http.Get(s.url + "/health")
+	if err != nil {
+		t.Fatalf("a new connection while draining: %v", err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"status":"draining"`) {
+		t.Errorf("/health while draining: %d %s, want 503 draining", resp.StatusCode, body)
+	}
+	if err := s.wait(); err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+	recv(t, s.closed, "the listener to close")
 }
 
 func TestServeCancelsRunsAfterTheGrace(t *testing.T) {

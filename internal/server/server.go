@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/runnel/runnel"
@@ -68,6 +69,15 @@ type Options struct {
 	// ShutdownGrace is how long Serve lets in-flight runs finish after its
 	// context is done before cancelling them (default 30s).
 	ShutdownGrace time.Duration
+	// ShutdownDelay is how long Serve goes on accepting after its context
+	// is done, before the drain (default 0): /health answers 503
+	// "draining" meanwhile, so a balancer's checks take the replica out
+	// while it still serves what the balancer sends, and every answer
+	// closes its connection. Closing a kept-alive connection at the very
+	// moment the balancer sends a run on it fails that run (the request is
+	// not idempotent, so nobody may resend it); after the delay no
+	// balancer is sending any more.
+	ShutdownDelay time.Duration
 	// WriteTimeout bounds every write of an answer (default 30s): a client
 	// that stops reading is treated as gone, and its run is cancelled.
 	WriteTimeout time.Duration
@@ -177,6 +187,8 @@ type Server struct {
 	mux       *http.ServeMux
 	inflight  tracker
 	live      liveRuns
+	// draining is set for ShutdownDelay after Serve's context ended.
+	draining atomic.Bool
 }
 
 // New returns a Server that runs requests on runner; opts may be nil.
@@ -264,6 +276,11 @@ func (s *Server) route(method, path string, h http.Handler) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.inflight.add()
 	defer s.inflight.done()
+	if s.draining.Load() {
+		// net/http closes the connection after this answer: the client
+		// opens its next one elsewhere rather than race the close.
+		w.Header().Set("Connection", "close")
+	}
 	start := time.Now()
 	id := requestID(r.Header.Get("X-Request-Id"))
 	w.Header().Set("X-Request-Id", id)
@@ -335,7 +352,11 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if c := s.opts.Capabilities; c != nil && c.Sandbox != nil {
 		sandboxes = c.Sandbox.Backends
 	}
-	s.writeJSON(w, r, http.StatusOK, struct {
+	status, code := "ok", http.StatusOK
+	if s.draining.Load() {
+		status, code = "draining", http.StatusServiceUnavailable
+	}
+	s.writeJSON(w, r, code, struct {
 		Status    string   `json:"status"`
 		Runner    string   `json:"runner"`
 		Protocol  int      `json:"protocol"`
@@ -343,7 +364,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		Features  []string `json:"features"`
 		// Sandboxes are the sandbox backends this host can enforce.
 		Sandboxes []string `json:"sandboxes,omitempty"`
-	}{"ok", s.opts.Version, Protocol, orEmpty(s.opts.Harnesses), orEmpty(s.opts.Features), sandboxes})
+	}{status, s.opts.Version, Protocol, orEmpty(s.opts.Harnesses), orEmpty(s.opts.Features), sandboxes})
 }
 
 func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnel/runnel/internal/proctest"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
@@ -62,19 +64,6 @@ func within(t *testing.T, bound time.Duration, what string, cond func() bool) {
 			t.Fatalf("gave up waiting for %s", what)
 		}
 	}
-}
-
-// processesNaming are the live processes whose command line holds s.
-func processesNaming(s string) []string {
-	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && strings.Contains(string(cmdline), s) {
-			out = append(out, e.Name()+" "+strings.ReplaceAll(string(cmdline), "\x00", " "))
-		}
-	}
-	return out
 }
 
 // sleepMarker is an argument for sleep that no other process has: the run's
@@ -175,7 +164,7 @@ func (w *faultWorld) stuck(t *testing.T, marker string) {
 	// The sleep itself, not only the sandbox around it: it runs once the
 	// sandbox has been handed its cgroups.
 	eventually(t, "the bash command to start", func() bool {
-		return slices.ContainsFunc(processesNaming(marker), func(p string) bool {
+		return slices.ContainsFunc(proctest.Naming(marker), func(p string) bool {
 			_, cmdline, _ := strings.Cut(p, " ")
 			return strings.HasPrefix(cmdline, "sleep ")
 		})
@@ -193,7 +182,7 @@ func (w *faultWorld) unstuck(t *testing.T, marker string, bound time.Duration) {
 		t.Errorf("the MCP call was not cancelled on the server within %s", bound)
 	}
 	within(t, bound, "the MCP sessions to close", func() bool { return w.sessions.Load() == 0 })
-	within(t, bound, "the bash command's processes to be gone", func() bool { return len(processesNaming(marker)) == 0 })
+	within(t, bound, "the bash command's processes to be gone", func() bool { return len(proctest.Naming(marker)) == 0 })
 	within(t, bound, "the model server's requests to end", func() bool { return w.modelNow.Load() == 0 })
 }
 

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnel/runnel/internal/proctest"
+
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/agents"
 	"github.com/runnel/runnel/internal/llmtest"
@@ -211,7 +213,7 @@ func (p *runnelProc) checkClean(t *testing.T, dir string) {
 	// the kernel is still reaping.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		left := agentProcesses(dir)
+		left := proctest.Naming(dir)
 		if len(left) == 0 {
 			break
 		}
@@ -244,29 +246,6 @@ func (p *runnelProc) port() int {
 	i := strings.LastIndexByte(p.url, ':')
 	n, _ := strconv.Atoi(p.url[i+1:])
 	return n
-}
-
-// agentProcesses are the live processes whose command line names the
-// agents directory: every agent runs from there.
-func agentProcesses(dir string) []string {
-	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !bytes.Contains(cmdline, []byte(dir)) {
-			continue
-		}
-		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-			continue
-		}
-		out = append(out, fmt.Sprintf("%d %s", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
-	}
-	return out
 }
 
 // listeningPorts are the TCP ports listening in this network namespace.

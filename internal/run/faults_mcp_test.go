@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnel/runnel/internal/proctest"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -322,7 +324,7 @@ func TestMCPStdioFaults(t *testing.T) {
 			// The run ended its program before it returned; the wait only
 			// turns a survivor into a failure.
 			deadline := time.Now().Add(faultBound)
-			for left := processesNaming(marker); len(left) > 0; left = processesNaming(marker) {
+			for left := proctest.Naming(marker); len(left) > 0; left = proctest.Naming(marker) {
 				if time.Now().After(deadline) {
 					t.Errorf("the stdio server outlived its run: %v", left)
 					break

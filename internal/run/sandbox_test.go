@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runnel/runnel/internal/proctest"
+
 	"github.com/runnel/runnel"
 	"github.com/runnel/runnel/internal/llmtest"
 	"github.com/runnel/runnel/internal/redact"
@@ -245,22 +247,9 @@ func TestIsolatedStdioServer(t *testing.T) {
 	if raw, _ := json.Marshal(res); strings.Contains(string(raw), token) {
 		t.Error("the result shows the stdio server's credential")
 	}
-	if left := processesNaming(entry); len(left) > 0 {
+	if left := proctest.Naming(entry); len(left) > 0 {
 		t.Errorf("the stdio server outlived its run: %v", left)
 	}
-}
-
-// processesNaming are the live processes whose command line holds s.
-func processesNaming(s string) []string {
-	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && strings.Contains(string(cmdline), s) {
-			out = append(out, e.Name()+" "+strings.ReplaceAll(string(cmdline), "\x00", " "))
-		}
-	}
-	return out
 }
 
 // TestIsolatedStdioHostile: a stdio server that dies at once, or that
@@ -296,7 +285,7 @@ func TestIsolatedStdioHostile(t *testing.T) {
 			if res.Status != runnel.StatusCompleted || len(res.Notices) != 1 || res.Notices[0] != c.want {
 				t.Fatalf("status %q notices %q, want %q", res.Status, res.Notices, c.want)
 			}
-			if left := processesNaming("stdio-" + c.name); len(left) > 0 {
+			if left := proctest.Naming("stdio-" + c.name); len(left) > 0 {
 				t.Errorf("the server outlived its run: %v", left)
 			}
 		})

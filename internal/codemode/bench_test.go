@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"modernc.org/quickjs"
 )
 
 // benchPayload is what the benchmark's tool returns, on this side and on
@@ -116,4 +118,39 @@ func cpuTime(tb testing.TB) time.Duration {
 		tb.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkEngineFloor is the JavaScript the sequential script makes
+// QuickJS do per call when nothing crosses into Go: stringify the
+// arguments, parse the payload, await a promise, 100 times, in one VM. It
+// is the floor under BenchmarkRun100Calls/sequential that no change to the
+// plumbing can go below (docs/benchmarks.md, "Code mode").
+func BenchmarkEngineFloor(b *testing.B) {
+	vm, err := quickjs.NewVM()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer vm.Close()
+	script := `(async () => {
+	let n = 0;
+	for (let i = 0; i < 100; i++) {
+		JSON.stringify({i, query: "hello"});
+		n += await Promise.resolve(JSON.parse(` + "`" + benchPayload + "`" + `)).n;
+	}
+	if (n !== 100) throw new Error("got " + n);
+})()`
+	bytecode, err := vm.Compile(script, quickjs.EvalGlobal)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		promise, err := vm.EvalBytecodeValue(bytecode)
+		if err != nil {
+			b.Fatal(err)
+		}
+		promise.Free()
+		if _, err := vm.ExecutePendingJobs(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

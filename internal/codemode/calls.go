@@ -28,6 +28,7 @@ type callDone struct {
 	text      *string
 	failure   string
 	failed    bool
+	typeError bool // failure rejects with a TypeError: the arguments were not an object
 }
 
 // maxPendingCalls caps the calls a script has made and not yet seen answered.
@@ -56,6 +57,10 @@ func (s *session) hostCall(tool int, args string) quickjs.Value {
 	case !known:
 		// Only the prelude calls, with the indices it was given.
 		_ = s.settle(callDone{call: c, failed: true, failure: fmt.Sprintf("unknown tool %d", tool)})
+	case !objectJSON(args):
+		label := accessor(c.server, c.tool)
+		_ = s.settle(callDone{call: c, failed: true, typeError: true,
+			failure: label + " takes one object of arguments, e.g. " + label + "({...})"})
 	case len(s.waiting)+s.running >= maxPendingCalls || s.pendingBytes+int64(len(args)) > s.opts.MemoryLimit:
 		// The arguments live in Go's heap, beyond the sandbox's memory
 		// limit: a script must not queue calls without end.
@@ -128,13 +133,22 @@ func (s *session) settle(d callDone) error {
 	var err error
 	switch {
 	case d.failed:
-		_, err = s.reject.Call(quickjs.UndefinedValue, d.call.reject, d.failure)
+		_, err = s.reject.Call(quickjs.UndefinedValue, d.call.reject, d.failure, d.typeError)
+	case !d.maybeJSON:
+		_, err = d.call.resolve.Call(quickjs.UndefinedValue, d.content)
 	case d.text != nil:
-		_, err = s.resolve.Call(quickjs.UndefinedValue, d.call.resolve, d.content, d.maybeJSON, *d.text)
+		_, err = s.resolve.Call(quickjs.UndefinedValue, d.call.resolve, d.content, *d.text)
 	default:
-		_, err = s.resolve.Call(quickjs.UndefinedValue, d.call.resolve, d.content, d.maybeJSON, nil)
+		_, err = s.resolve.Call(quickjs.UndefinedValue, d.call.resolve, d.content)
 	}
 	return err
+}
+
+// objectJSON reports whether args, the JSON.stringify of a call's
+// arguments, is an object's: anything else (an array, a primitive, a toJSON
+// that returns one, or "" for a value without JSON) starts otherwise.
+func objectJSON(args string) bool {
+	return args != "" && args[0] == '{'
 }
 
 func (c *toolCall) free() {

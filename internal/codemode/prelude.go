@@ -21,16 +21,17 @@ var preludeBytecode = sync.OnceValues(func() ([]byte, error) {
 // known (see Warm), and returns {install, settle, resolve, reject}, which Go
 // keeps and the script never reaches:
 //   - install gives the sandbox its script's tools and limits, once, when the
-//     sandbox is handed to its script: the tool list (JSON [[server, tool,
-//     accessor], ...]; a tool is called by its index in the list), the
-//     result limit and the log limit;
+//     sandbox is handed to its script: the tool list (JSON [[server, tool],
+//     ...]; a tool is called by its index in the list), the result limit
+//     and the log limit;
 //   - settle reports how the script's promise settled;
-//   - resolve settles a call's promise with its content, parsed when it may
-//     be JSON (see jsonShaped), and the text when it turns out not to be (a
+//   - resolve settles a call's promise with its content when it may be JSON
+//     (see jsonShaped), parsed, or the text when it turns out not to be (a
 //     SyntaxError; any other error, such as running out of memory, is the
-//     script's);
-//   - reject rejects a call's promise with an Error whose message is the
-//     failure's.
+//     script's); content that cannot be JSON does not go through it, Go
+//     calls the promise's own resolving function;
+//   - reject rejects a call's promise with an Error (a TypeError for
+//     arguments that are not an object) whose message is the failure's.
 //
 // It takes the three host functions off the global object (so the script
 // only reaches them through the wrappers), deletes every global not on the
@@ -50,7 +51,7 @@ const prelude = `(function runnel$prelude() {
 "use strict";
 var g = globalThis;
 var call = g.__runnel_call, log = g.__runnel_log, report = g.__runnel_report;
-var stringify = JSON.stringify, parse = JSON.parse, isArray = Array.isArray;
+var stringify = JSON.stringify, parse = JSON.parse;
 var defineProperty = Object.defineProperty, freeze = Object.freeze, create = Object.create;
 var getPrototypeOf = Object.getPrototypeOf, ownKeys = Reflect.ownKeys, apply = Reflect.apply;
 var slice = String.prototype.slice;
@@ -95,24 +96,25 @@ defineProperty(g, "Function", {value: FunctionThrower, writable: true, enumerabl
 
 // A tool is a plain function returning the host's promise, which the host
 // settles through runnel$resolve and runnel$reject: no async function and
-// no reaction of our own per call. It still never throws, it rejects.
-function runnel$tool(index, label) {
+// no reaction of our own per call. It still never throws, it rejects. It
+// does as little as it can, since it runs at every call: the host checks
+// that the JSON is an object's (which also refuses arrays, primitives, and
+// a toJSON that returns either), and a value without JSON (a function,
+// undefined from toJSON) arrives as "", which is not.
+function runnel$tool(index) {
 	return function runnel$call(args) {
-		if (args === undefined) args = {};
-		if (args === null || typeof args !== "object" || isArray(args)) {
-			return apply(promiseReject, PromiseCtor, [new TypeErrorCtor(label + " takes one object of arguments, e.g. " + label + "({...})")]);
-		}
 		var json;
 		try {
-			json = stringify(args);
+			json = stringify(args === undefined ? noArgs : args);
 		} catch (e) {
 			return apply(promiseReject, PromiseCtor, [e]);
 		}
-		var promise = call(index, json);
+		var promise = call(index, typeof json === "string" ? json : "");
 		if (promise === undefined) return apply(promiseReject, PromiseCtor, [new ErrorCtor("out of memory")]);
 		return promise;
 	};
 }
+var noArgs = freeze(create(null));
 var installed = false, maxResult = 0;
 function runnel$install(toolList, resultLimit, logLimit) {
 	if (installed) throw new TypeErrorCtor("sandbox: installed twice");
@@ -124,7 +126,7 @@ function runnel$install(toolList, resultLimit, logLimit) {
 	for (var i = 0; i < list.length; i++) {
 		var server = list[i][0], name = list[i][1];
 		if (tools[server] === undefined) tools[server] = create(null);
-		tools[server][name] = runnel$tool(i, list[i][2]);
+		tools[server][name] = runnel$tool(i);
 	}
 	var servers = ownKeys(tools);
 	for (var i = 0; i < servers.length; i++) freeze(tools[servers[i]]);
@@ -205,20 +207,18 @@ return {
 	settle: function runnel$settle(p) {
 		apply(promiseThen, apply(promiseResolve, PromiseCtor, [p]), [runnel$fulfilled, runnel$rejected]);
 	},
-	resolve: function runnel$resolve(resolve, content, maybeJSON, text) {
-		var value = content;
-		if (maybeJSON) {
-			try {
-				value = parse(content);
-			} catch (e) {
-				if (getPrototypeOf(e) !== SyntaxErrorProto) throw e;
-				value = text === null ? content : text;
-			}
+	resolve: function runnel$resolve(resolve, content, text) {
+		var value;
+		try {
+			value = parse(content);
+		} catch (e) {
+			if (getPrototypeOf(e) !== SyntaxErrorProto) throw e;
+			value = text === undefined ? content : text;
 		}
 		resolve(value);
 	},
-	reject: function runnel$reject(reject, message) {
-		reject(new ErrorCtor(message));
+	reject: function runnel$reject(reject, message, typeError) {
+		reject(typeError === true ? new TypeErrorCtor(message) : new ErrorCtor(message));
 	}
 };
 })`

@@ -79,6 +79,21 @@ func TestRun(t *testing.T) {
 			want:   got{Result: `"tools.s.echo takes one object of arguments, e.g. tools.s.echo({...})"`},
 		},
 		{
+			name: "args of every wrong kind",
+			script: `const out = [];
+for (const a of [null, "s", [1], () => 1, Symbol("x"), {toJSON() { return [1] }}, {toJSON() { return undefined }}, new Proxy([], {})]) {
+  try { await tools.s.echo(a); out.push("called") } catch (e) { out.push(e instanceof TypeError && e.message === "tools.s.echo takes one object of arguments, e.g. tools.s.echo({...})") }
+}
+return out`,
+			want: got{Result: `[true,true,true,true,true,true,true,true]`},
+		},
+		{
+			name:   "args of a null prototype, a proxy and a toJSON",
+			script: `return [await tools.s.echo(Object.create(null)), await tools.s.echo(new Proxy({a: 1}, {})), await tools.s.echo({toJSON() { return {b: 2} }})]`,
+			want:   got{Result: `[{},{"a":1},{"b":2}]`},
+			calls:  []string{"s.echo {}", `s.echo {"a":1}`, `s.echo {"b":2}`},
+		},
+		{
 			name:   "args not serialisable",
 			script: `const a = {}; a.self = a; try { await tools.s.echo(a) } catch (e) { return e.name }`,
 			want:   got{Result: `"TypeError"`},

@@ -239,12 +239,12 @@ func (s *session) start(sb *sandbox, script string) (Output, bool) {
 	return Output{}, false
 }
 
-// toolList is the prelude's tool list: [server, tool, accessor] for each
-// tool, in the order given, without duplicates.
+// toolList is the prelude's tool list: [server, tool] for each tool, in
+// the order given, without duplicates.
 func (s *session) toolList() string {
-	list := make([][3]string, 0, len(s.order))
+	list := make([][2]string, 0, len(s.order))
 	for _, k := range s.order {
-		list = append(list, [3]string{k.server, k.tool, accessor(k.server, k.tool)})
+		list = append(list, [2]string{k.server, k.tool})
 	}
 	b, _ := json.Marshal(list) // strings only: cannot fail
 	return string(b)

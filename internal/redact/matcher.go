@@ -15,7 +15,11 @@ type matcher struct {
 	fail  []int32 // per node, the node of its longest proper suffix in the trie
 	depth []int32 // per node, the length of the prefix it stands for
 	match []int32 // per node, the longest needle ending there (itself or a suffix), or 0
-	root  [256]int32
+	// root is the root's child along each byte, or 0. The root's children
+	// are nodes 1 to 256 at most (they are numbered first), so 16 bits
+	// hold them: every run carries a matcher for as long as it waits on
+	// its model, and this table is most of a small one.
+	root [256]uint16
 }
 
 // newMatcher builds the automaton. needles must be sorted, distinct and
@@ -92,7 +96,7 @@ func trieSize(needles []string) (nodes, total int) {
 func (m *matcher) linkFailures() {
 	m.fail = make([]int32, len(m.label))
 	for c := m.first[0]; c < m.first[1]; c++ {
-		m.root[m.label[c]] = c
+		m.root[m.label[c]] = uint16(c)
 	}
 	for node := int32(1); node < int32(len(m.label)); node++ {
 		for child := m.first[node]; child < m.first[node+1]; child++ {
@@ -107,7 +111,7 @@ func (m *matcher) linkFailures() {
 func (m *matcher) child(node int32, c byte) int32 {
 	if node == 0 {
 		if t := m.root[c]; t != 0 {
-			return t
+			return int32(t)
 		}
 		return -1
 	}
@@ -151,7 +155,7 @@ func (m *matcher) scan(text string, upto int, found func(end, n int)) int {
 			depth = int(m.depth[s])
 		}
 		if s == 0 {
-			if s = m.root[text[i]]; s == 0 {
+			if s = int32(m.root[text[i]]); s == 0 {
 				continue
 			}
 		} else {

@@ -78,9 +78,8 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	defer s.live.add(plan.req, cancel)()
-	r = r.WithContext(ctx)
 	sw := &sseWriter{lineWriter: lineWriter{w: w, last: time.Now()}, st: uistream.NewStream(plan.stream)}
-	res, _ := s.runStreamed(w, r, &sw.lineWriter, sseBeat, sseHeaders, func(ctx context.Context) (*runnel.Result, error) {
+	res, _ := s.runStreamed(ctx, cancel, w, r, &sw.lineWriter, sseBeat, sseHeaders, func(ctx context.Context) (*runnel.Result, error) {
 		sw.begin()
 		if planErr != nil {
 			return nil, planErr

@@ -36,15 +36,17 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	// POST /kill for the run's session cancels it like a client that left.
+	// The run gets ctx rather than a copy of r made with it: a run idles on
+	// its model for minutes, and every copy and context it holds is paid
+	// per concurrent run.
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	defer s.live.add(req, cancel)()
-	r = r.WithContext(ctx)
 	if wantsNDJSON(r) {
-		s.stream(w, r, req)
+		s.stream(ctx, cancel, w, r, req)
 		return
 	}
-	s.oneShot(w, r, req)
+	s.oneShot(ctx, w, r, req)
 }
 
 // readBody reads the body with decode, holding one of the readers (twice
@@ -121,9 +123,9 @@ func (s *Server) run(ctx context.Context, req *runnel.RunRequest, sink runnel.Si
 	return res, err
 }
 
-func (s *Server) oneShot(w http.ResponseWriter, r *http.Request, req *runnel.RunRequest) {
+func (s *Server) oneShot(ctx context.Context, w http.ResponseWriter, r *http.Request, req *runnel.RunRequest) {
 	var events Collector
-	res, err := s.run(r.Context(), req, &events)
+	res, err := s.run(ctx, req, &events)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -140,9 +142,9 @@ func (s *Server) oneShot(w http.ResponseWriter, r *http.Request, req *runnel.Run
 // and show the person only its status; inside the stream the sentence
 // reaches whoever can act on it. Only what is decided before the run
 // (undecodable JSON, authentication, size, capacity) keeps its status.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *runnel.RunRequest) {
+func (s *Server) stream(ctx context.Context, cancel context.CancelCauseFunc, w http.ResponseWriter, r *http.Request, req *runnel.RunRequest) {
 	nw := NewNDJSONWriter(w, nil)
-	res, refused := s.runStreamed(w, r, &nw.lineWriter, ndjsonBeat, func(h http.Header) {
+	res, refused := s.runStreamed(ctx, cancel, w, r, &nw.lineWriter, ndjsonBeat, func(h http.Header) {
 		h.Set("Content-Type", "application/x-ndjson")
 	}, func(ctx context.Context) (*runnel.Result, error) { return s.run(ctx, req, nw) })
 	if refused {
@@ -154,19 +156,18 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *runnel.RunR
 	s.finishStream(w, r, nw.writeResult(res, StatusOf(res)))
 }
 
-// runStreamed calls run with a sink writing through lw: every write under
-// the write timeout, a client that stops reading (a write that blocks past
-// it) treated like one that left, whose run is cancelled instead of waited
-// on for ever, and beat written after KeepAlive of silence. header sets
-// the content type before the first byte. A refusal comes back as a
-// result like a failed run's (refused true), for the caller to put inside
-// the stream.
-func (s *Server) runStreamed(w http.ResponseWriter, r *http.Request, lw *lineWriter, beat string,
-	header func(http.Header), run func(context.Context) (*runnel.Result, error)) (res *runnel.Result, refused bool) {
+// runStreamed calls run on ctx with a sink writing through lw: every write
+// under the write timeout, a client that stops reading (a write that
+// blocks past it) treated like one that left, whose run is cancelled
+// (cancel, ctx's own, which the caller holds for POST /kill as well)
+// instead of waited on for ever, and beat written after KeepAlive of
+// silence. header sets the content type before the first byte. A refusal
+// comes back as a result like a failed run's (refused true), for the
+// caller to put inside the stream.
+func (s *Server) runStreamed(ctx context.Context, cancel context.CancelCauseFunc, w http.ResponseWriter, r *http.Request,
+	lw *lineWriter, beat string, header func(http.Header), run func(context.Context) (*runnel.Result, error)) (res *runnel.Result, refused bool) {
 	id := requestIDOf(r)
 	rc := http.NewResponseController(w)
-	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
 	lw.flush = rc.Flush
 	lw.deadline = func() error { return rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout)) }
 	lw.gone = func(err error) { cancel(fmt.Errorf("%w: %w", errClientGone, err)) }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -97,19 +96,11 @@ type toolCounter struct {
 }
 
 func (t *toolCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		Data struct {
-			ID       string `json:"id"`
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil {
+	id, name, err := benchkit.ReadToolCall(r)
+	if err != nil {
 		http.Error(w, "bad envelope", http.StatusBadRequest)
 		return
 	}
-	name, id := in.Data.Function.Name, in.Data.ID
 	var out string
 	switch name {
 	case lookupTool:
@@ -124,10 +115,7 @@ func (t *toolCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t.calls[name+"#"+id]++
 	t.total[name]++
 	t.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"call": map[string]any{
-		"id": id, "status": map[string]string{"code": "STATUS_CODE_OK"},
-		"data": map[string]string{"role": "tool", "tool_call_id": id, "content": out}}})
+	benchkit.WriteToolResult(w, id, out)
 }
 
 // executions is how often the call of tool name with this id ran.

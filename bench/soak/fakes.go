@@ -135,26 +135,14 @@ func (p *platform) handler() http.Handler {
 }
 
 func (p *platform) callback(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		Data struct {
-			ID       string `json:"id"`
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil ||
-		in.Data.ID == "" || in.Data.Function.Name != callbackTool {
+	id, name, err := benchkit.ReadToolCall(r)
+	if err != nil || id == "" || name != callbackTool {
 		p.bad.Add(1)
 		http.Error(w, "bad envelope", http.StatusBadRequest)
 		return
 	}
-	id := in.Data.ID
 	p.count(id)
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"call": map[string]any{
-		"id": id, "status": map[string]string{"code": "STATUS_CODE_OK"},
-		"data": map[string]string{"role": "tool", "tool_call_id": id, "content": callbackOutput(id)}}})
+	benchkit.WriteToolResult(w, id, callbackOutput(id))
 }
 
 func (p *platform) direct(w http.ResponseWriter, r *http.Request) {
